@@ -1,0 +1,36 @@
+# kvserve developer entry points. `make run` and `make test` work on a fresh Debian machine:
+# they install missing packages (scripts/install-deps.sh), configure, build, then serve/test.
+JOBS ?= $(shell nproc)
+MODEL ?= ../shared/models/stories260K.gguf
+PRESET ?= release
+BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
+
+.PHONY: all deps configure build test run bench asan clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# Until the HTTP server lands, `run` tells a story with the default model.
+run: build
+	./$(BUILD_DIR)/bin/kvserve generate -m $(MODEL) -p "Once upon a time" -n 200 --echo
+
+bench: build
+	./$(BUILD_DIR)/bin/kvserve bench -m $(MODEL)
+
+# Sanitizer build + tests (AddressSanitizer + UBSan).
+asan:
+	@$(MAKE) test PRESET=asan
+
+clean:
+	rm -rf build build-debug build-asan
