@@ -22,6 +22,14 @@
 //
 // Every count, length, offset and size is checked against the file size before use, so a
 // truncated or corrupt file yields a Status naming the file and the field, never a crash.
+// Further rules: keys and tensor names are unique and tensor names non-empty; a bool byte
+// is 0 or 1; arrays nest at most 16 deep; `general.alignment`, when present, is a uint32
+// nonzero power of two; each ne >= 0, the element count fits int64 and the byte size 64
+// bits; ne[0] is a multiple of the type's block size; offsets are aligned; tensor bytes lie
+// inside the file. A file without tensors may end before the data section (vocab-only files
+// do). Codes: kCorrupt for format violations, kUnsupported for other versions (and
+// big-endian files), MmapFile's kNotFound / kIoError / kInvalidArgument for the path itself.
+// Typed getters: kNotFound for a missing key, kInvalidArgument for the wrong type.
 #pragma once
 
 #include <cstdint>

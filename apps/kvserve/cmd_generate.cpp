@@ -1,0 +1,83 @@
+// kvserve generate: text after a prompt, streamed to stdout; a timing summary on stderr.
+#include <cstdio>
+
+#include "commands.h"
+#include "util/units.h"
+
+namespace kvserve::cli {
+
+Runner add_generate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "generate text after a prompt");
+  struct Opts {
+    EngineFlags engine;
+    std::string prompt;
+    SamplingParams sp;
+    bool echo = false;
+    bool no_bos = false;
+  };
+  auto o = std::make_shared<Opts>();
+  add_engine_flags(cmd, &o->engine, true);
+  o->sp.max_tokens = 128;
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
+  cmd->add_option("-n,--n-predict", o->sp.max_tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temp", o->sp.temperature, "temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "penalty window (-1 = all)")->capture_default_str();
+  cmd->add_option("--presence-penalty", o->sp.presence_penalty, "presence penalty")->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "frequency penalty")->capture_default_str();
+  cmd->add_option("--seed", o->sp.seed, "random seed")->capture_default_str();
+  cmd->add_option("--stop", o->sp.stop, "stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "do not stop at end-of-generation tokens");
+  cmd->add_flag("--echo", o->echo, "print the detokenized prompt first");
+  cmd->add_flag("--no-bos", o->no_bos, "do not add BOS even if the model asks for it");
+
+  return [o]() -> int {
+    if (o->sp.max_tokens < 0) {
+      std::fprintf(stderr, "error: -n must be >= 0\n");
+      return 2;
+    }
+    if (o->sp.top_p <= 0 || o->sp.top_p > 1 || o->sp.min_p < 0 || o->sp.min_p > 1) {
+      std::fprintf(stderr, "error: --top-p must be in (0, 1] and --min-p in [0, 1]\n");
+      return 2;
+    }
+    auto gen = make_generator(o->engine);
+    if (!gen) return 1;
+    const Tokenizer& tok = gen->tokenizer();
+    std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos, false);
+    if (prompt.empty()) {
+      std::fprintf(stderr, "error: the prompt encodes to no tokens\n");
+      return 2;
+    }
+    if (o->echo) {
+      std::string shown;
+      for (int32_t id : prompt) shown += tok.token_to_piece(id);
+      std::fputs(shown.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    auto res = gen->generate(prompt, o->sp, [](const std::string& piece) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::fputc('\n', stdout);
+    if (!res.ok()) {
+      std::fprintf(stderr, "error: %s\n", res.status().message().c_str());
+      return 1;
+    }
+    const GenerationResult& r = *res;
+    double pre = r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0;
+    double dec = r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0;
+    std::fprintf(stderr,
+                 "\nprompt tokens: %lld | prefill: %.1f tok/s | generated tokens: %zu | decode: %.1f tok/s | "
+                 "KV bytes in use: %zu (%s, %s cache) | finish: %s\n",
+                 (long long)r.prompt_tokens, pre, r.tokens.size(), dec, r.kv_bytes_used,
+                 format_bytes(r.kv_bytes_used).c_str(), o->engine.no_cache ? "no" : o->engine.kv_type.c_str(),
+                 r.finish_reason.c_str());
+    return 0;
+  };
+}
+
+}  // namespace kvserve::cli

@@ -1,0 +1,66 @@
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+
+namespace kvserve::cli {
+
+void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
+  cmd->add_option("-m,--model", f->model, "GGUF model file")->required();
+  cmd->add_option("--kv-type", f->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+  cmd->add_option("--kv-memory", f->kv_memory, "KV cache budget: bytes (512MiB) or a fraction of RAM (0.6)");
+  cmd->add_option("--ctx", f->ctx, "context length in tokens (default: the model's)");
+  cmd->add_option("--block-size", f->block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_option("-t,--threads", f->threads, "worker threads (default: one per core)");
+  if (with_cache_switch)
+    cmd->add_flag("--no-cache", f->no_cache, "recompute the whole sequence at every step (use_cache=False)");
+}
+
+std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
+  GeneratorOptions o;
+  o.model_path = f.model;
+  auto kv = parse_kv_dtype(f.kv_type);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "error: --kv-type: %s\n", kv.status().message().c_str());
+    return nullptr;
+  }
+  if (f.block_size <= 0 || f.block_size > 4096) {
+    std::fprintf(stderr, "error: --block-size must be in 1..4096\n");
+    return nullptr;
+  }
+  if (f.ctx < 0 || f.threads < 0) {
+    std::fprintf(stderr, "error: --ctx and --threads must not be negative\n");
+    return nullptr;
+  }
+  o.kv_type = *kv;
+  o.kv_memory = f.kv_memory;
+  o.ctx = f.ctx;
+  o.block_size = f.block_size;
+  o.threads = f.threads;
+  o.use_cache = !f.no_cache;
+  auto g = Generator::create(o);
+  if (!g.ok()) {
+    std::fprintf(stderr, "error: %s\n", g.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(g).value();
+}
+
+bool parse_token_list(const std::string& text, std::vector<int32_t>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t pos = 0;
+    try {
+      long v = std::stol(item, &pos);
+      if (pos != item.size() || v < 0 || v > INT32_MAX) return false;
+      out->push_back(int32_t(v));
+    } catch (...) {
+      return false;
+    }
+  }
+  return !out->empty();
+}
+
+}  // namespace kvserve::cli

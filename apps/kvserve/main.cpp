@@ -1,0 +1,34 @@
+// kvserve: one binary, one subcommand per task (see docs/cli.md).
+#include <cstdio>
+
+#include "commands.h"
+#include "util/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvserve: an LLM inference server built around its KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvserve 0.1.0");
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "debug, info, warn, error, off")->capture_default_str();
+
+  // Each add_* creates its subcommand; exactly one is parsed (require_subcommand(1)).
+  std::vector<kvserve::cli::Runner> runners = {
+      kvserve::cli::add_generate(app), kvserve::cli::add_logits(app), kvserve::cli::add_perplexity(app),
+      kvserve::cli::add_tokenize(app), kvserve::cli::add_inspect(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  kvserve::LogLevel lvl;
+  if (!kvserve::parse_log_level(log_level, &lvl)) {
+    std::fprintf(stderr, "error: --log-level must be one of debug, info, warn, error, off\n");
+    return 2;
+  }
+  kvserve::set_log_level(lvl);
+  auto subs = app.get_subcommands([](CLI::App*) { return true; });  // creation order, like `runners`
+  for (size_t i = 0; i < subs.size() && i < runners.size(); ++i)
+    if (subs[i]->parsed()) return runners[i]();
+  return 2;
+}

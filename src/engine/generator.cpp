@@ -1,0 +1,168 @@
+#include "engine/generator.h"
+
+#include <chrono>
+
+#include "engine/stop_matcher.h"
+
+namespace kvserve {
+namespace {
+
+constexpr KvCacheManager::SeqId kSeq = 0;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& opts) {
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(opts.model_path));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(model->gguf()));
+  if (tok->n_vocab() != model->hparams().n_vocab)
+    return corrupt(opts.model_path + ": tokenizer has " + std::to_string(tok->n_vocab()) +
+                   " tokens but the model's vocabulary has " + std::to_string(model->hparams().n_vocab));
+  const ModelHparams& hp = model->hparams();
+  KvLayout layout;
+  layout.num_layers = hp.n_layer;
+  layout.num_kv_heads = hp.n_head_kv;
+  layout.head_dim = hp.head_dim;
+  layout.block_size = opts.block_size;
+  layout.dtype = opts.kv_type;
+  KVS_RETURN_IF_ERROR(layout.validate());
+  int64_t ctx = opts.ctx > 0 ? opts.ctx : hp.n_ctx_train;
+  int32_t num_blocks = 0;
+  if (!opts.kv_memory.empty()) {
+    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_memory(layout, opts.kv_memory));
+    int64_t need = (ctx + layout.block_size - 1) / layout.block_size;
+    if (num_blocks < need) {
+      // The budget caps the context: a sequence can never hold more than the arena.
+      ctx = int64_t(num_blocks) * layout.block_size;
+      if (ctx <= 0)
+        return out_of_memory("--kv-memory " + opts.kv_memory + " holds no KV block of " +
+                             std::to_string(layout.block_bytes()) + " bytes");
+    }
+  } else {
+    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
+  }
+  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
+  return std::unique_ptr<Generator>(new Generator(std::move(model), std::move(tok), std::move(kv), ctx, opts));
+}
+
+Generator::Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
+                     const GeneratorOptions& opts)
+    : model_(std::move(model)),
+      tokenizer_(std::move(tok)),
+      kv_(std::move(kv)),
+      cache_(kv_.num_blocks(), kv_.layout().block_size),
+      pool_(opts.threads),
+      forward_(*model_, kv_, pool_),
+      ctx_(ctx),
+      opts_(opts) {}
+
+Status Generator::run_chunk(const std::vector<int32_t>& tokens, int64_t start, int64_t n, bool all_logits,
+                            std::vector<float>* logits) {
+  ForwardBatch batch;
+  batch.tokens.assign(tokens.begin() + start, tokens.begin() + start + n);
+  SeqChunk c;
+  c.start_pos = start;
+  c.num_tokens = int32_t(n);
+  c.block_table = cache_.block_table(kSeq);
+  c.all_logits = all_logits;
+  batch.chunks.push_back(c);
+  return forward_.run(batch, logits);
+}
+
+Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                                               const std::function<bool(const std::string&)>& on_text) {
+  if (prompt.empty()) return invalid_argument("empty prompt");
+  if (int64_t(prompt.size()) > ctx_)
+    return invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
+                            std::to_string(ctx_) + " tokens");
+  if (params.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
+  GenerationResult res;
+  res.prompt_tokens = int64_t(prompt.size());
+  std::vector<int32_t> seq = prompt;  // prompt + generated
+  std::vector<float> logits;
+  const int n_vocab = model_->hparams().n_vocab;
+
+  if (cache_.has_seq(kSeq)) KVS_RETURN_IF_ERROR(cache_.free(kSeq));
+  auto t0 = std::chrono::steady_clock::now();
+  KVS_RETURN_IF_ERROR(cache_.allocate(kSeq, int64_t(seq.size())));
+  Status st = run_chunk(seq, 0, int64_t(seq.size()), false, &logits);
+  if (!st.ok()) {
+    (void)cache_.free(kSeq);
+    return st;
+  }
+  res.prefill_seconds = seconds_since(t0);
+
+  Sampler sampler(params);
+  StreamDetokenizer detok(*tokenizer_);
+  StopMatcher stops(params.stop);
+  bool keep_going = true;
+  auto emit = [&](const std::string& s) {
+    if (s.empty()) return;
+    res.text += s;
+    if (on_text && !on_text(s)) keep_going = false;
+  };
+  res.finish_reason = "length";
+  auto t1 = std::chrono::steady_clock::now();
+  while (int64_t(res.tokens.size()) < params.max_tokens && keep_going) {
+    int32_t next = sampler.sample(std::span<const float>(logits.data(), size_t(n_vocab)), seq);
+    if (!params.ignore_eos && tokenizer_->is_eog(next)) {
+      res.finish_reason = "stop";
+      break;
+    }
+    res.tokens.push_back(next);
+    seq.push_back(next);
+    emit(stops.push(detok.push(next)));
+    if (stops.stopped()) {
+      res.finish_reason = "stop";
+      break;
+    }
+    if (int64_t(res.tokens.size()) >= params.max_tokens) break;
+    if (int64_t(seq.size()) >= ctx_) break;  // context full: finish_reason stays "length"
+    if (opts_.use_cache) {
+      // Only the new token runs; earlier positions come from the KV cache.
+      KVS_RETURN_IF_ERROR(cache_.append_slots(kSeq, 1));
+      KVS_RETURN_IF_ERROR(run_chunk(seq, int64_t(seq.size()) - 1, 1, false, &logits));
+    } else {
+      // The no-cache baseline: forget all K/V and recompute the whole sequence.
+      KVS_RETURN_IF_ERROR(cache_.free(kSeq));
+      KVS_RETURN_IF_ERROR(cache_.allocate(kSeq, int64_t(seq.size())));
+      KVS_RETURN_IF_ERROR(run_chunk(seq, 0, int64_t(seq.size()), false, &logits));
+    }
+  }
+  if (!stops.stopped()) emit(stops.push(detok.flush()) + stops.flush());
+  res.decode_seconds = seconds_since(t1);
+  res.kv_bytes_used = size_t(cache_.num_blocks_used()) * kv_.layout().block_bytes();
+  KVS_RETURN_IF_ERROR(cache_.free(kSeq));
+  return res;
+}
+
+Expected<std::vector<float>> Generator::eval_all(const std::vector<int32_t>& tokens, bool incremental) {
+  if (tokens.empty()) return invalid_argument("no tokens to evaluate");
+  if (int64_t(tokens.size()) > ctx_)
+    return invalid_argument(std::to_string(tokens.size()) + " tokens exceed the context of " +
+                            std::to_string(ctx_) + " tokens");
+  if (cache_.has_seq(kSeq)) KVS_RETURN_IF_ERROR(cache_.free(kSeq));
+  std::vector<float> all;
+  Status st;
+  if (!incremental) {
+    st = cache_.allocate(kSeq, int64_t(tokens.size()));
+    if (st.ok()) st = run_chunk(tokens, 0, int64_t(tokens.size()), true, &all);
+  } else {
+    const size_t n_vocab = size_t(model_->hparams().n_vocab);
+    std::vector<float> row;
+    st = cache_.allocate(kSeq, 0);
+    for (size_t i = 0; st.ok() && i < tokens.size(); ++i) {
+      st = cache_.append_slots(kSeq, 1);
+      if (st.ok()) st = run_chunk(tokens, int64_t(i), 1, false, &row);
+      if (st.ok()) all.insert(all.end(), row.begin(), row.begin() + long(n_vocab));
+    }
+  }
+  (void)cache_.free(kSeq);
+  if (!st.ok()) return st;
+  return all;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,77 @@
+// Single-process text generation over the paged KV cache: what the CLI commands `generate`,
+// `logits` and `perplexity` run. It owns the model, tokenizer, KV storage and cache manager;
+// the cache manager serves any number of sequences, and `generate` uses one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_storage.h"
+#include "kvserve/sampling_params.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+struct GeneratorOptions {
+  std::string model_path;
+  KvDType kv_type = KvDType::F32;
+  int block_size = 16;
+  std::string kv_memory;  // "512MiB" or a RAM fraction "0.6"; empty: size for `ctx` tokens
+  int64_t ctx = 0;        // context length in tokens; 0: the model's training context
+  bool use_cache = true;  // false: recompute the whole sequence at every step (--no-cache)
+  int threads = 0;        // 0: one per core
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids
+  std::string text;             // generated text (after stop-string truncation)
+  std::string finish_reason;    // "stop" (EOS or stop string) or "length"
+  int64_t prompt_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  size_t kv_bytes_used = 0;     // KV bytes held at the end of generation
+};
+
+class Generator {
+ public:
+  static Expected<std::unique_ptr<Generator>> create(const GeneratorOptions& opts);
+
+  const Model& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  int64_t context_length() const { return ctx_; }
+  const KvStorage& kv_storage() const { return kv_; }
+
+  // Generates after `prompt` (token ids, BOS already in place). `on_text` receives text pieces as
+  // they become valid UTF-8 and cannot be part of a stop string; returning false stops early.
+  Expected<GenerationResult> generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                                      const std::function<bool(const std::string&)>& on_text = {});
+
+  // Logits after each prefix of `tokens`: [tokens.size()][n_vocab], computed in one prefill
+  // (or token by token through the cache when `incremental` is true).
+  Expected<std::vector<float>> eval_all(const std::vector<int32_t>& tokens, bool incremental = false);
+
+ private:
+  Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
+            const GeneratorOptions& opts);
+  // Runs `n` tokens of seq 0 starting at `start` (which are already in the manager's table).
+  Status run_chunk(const std::vector<int32_t>& tokens, int64_t start, int64_t n, bool all_logits,
+                   std::vector<float>* logits);
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  KvStorage kv_;
+  KvCacheManager cache_;
+  ThreadPool pool_;
+  ForwardPass forward_;
+  int64_t ctx_;
+  GeneratorOptions opts_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,92 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace kvserve {
+
+uint64_t Rng::next_u64() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double Rng::next_unit() { return double(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+void Sampler::apply_penalties(std::span<const int32_t> history) {
+  const auto& p = params_;
+  if (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
+  size_t n = history.size();
+  size_t window = p.repeat_last_n < 0 ? n : std::min(n, size_t(p.repeat_last_n));
+  std::unordered_map<int32_t, int> counts;
+  for (size_t i = n - window; i < n; ++i) ++counts[history[i]];
+  for (const auto& [id, count] : counts) {
+    if (id < 0 || size_t(id) >= cand_.size()) continue;
+    float& l = cand_[size_t(id)].logit;
+    if (p.repeat_penalty != 1.0f) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= float(count) * p.frequency_penalty + p.presence_penalty;
+  }
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  cand_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
+  apply_penalties(history);
+
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  if (params_.temperature <= 0.0f) {
+    // Greedy; ties go to the lowest id so the choice is deterministic.
+    return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
+  }
+
+  size_t n = cand_.size();
+  if (params_.top_k > 0 && size_t(params_.top_k) < n) {
+    std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.end(), by_logit);
+    n = size_t(params_.top_k);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  // Softmax at the temperature over the survivors (sorted, so cand_[0] is the max).
+  const float max_logit = cand_[0].logit;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cand_[i].p = std::exp((cand_[i].logit - max_logit) / params_.temperature);
+    sum += cand_[i].p;
+  }
+  for (size_t i = 0; i < n; ++i) cand_[i].p = float(cand_[i].p / sum);
+
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += cand_[i].p;
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (params_.min_p > 0.0f) {
+    const float threshold = params_.min_p * cand_[0].p;
+    size_t keep = 1;
+    while (keep < n && cand_[keep].p >= threshold) ++keep;
+    n = keep;
+  }
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += cand_[i].p;
+  double r = rng_.next_unit() * total;
+  for (size_t i = 0; i < n; ++i) {
+    r -= cand_[i].p;
+    if (r < 0) return cand_[i].id;
+  }
+  return cand_[n - 1].id;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,45 @@
+// Turns a row of logits into the next token: penalties, then greedy or
+// top-k → temperature → top-p → min-p → a draw from a seeded generator.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvserve/sampling_params.h"
+
+namespace kvserve {
+
+// SplitMix64: tiny, fully specified, so the same seed gives the same draws on every platform
+// (std:: distributions are implementation-defined).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next_u64();
+  double next_unit();  // uniform in [0, 1) with 53 bits
+
+ private:
+  uint64_t state_;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // history: the sequence's tokens so far (prompt and generated) for the penalties.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  void apply_penalties(std::span<const int32_t> history);
+
+  SamplingParams params_;
+  Rng rng_;
+  std::vector<Candidate> cand_;  // [n_vocab] reused between calls
+};
+
+}  // namespace kvserve

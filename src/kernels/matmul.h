@@ -1,0 +1,44 @@
+// The batched matrix product every model layer uses, and the embedding lookup.
+//
+// Numerics follow the reference engine (llama.cpp CPU): each activation row is first converted to
+// the weight type's activation encoding (q8_0 / q8_1 / q8_K / f16 / bf16 / f32, see vec_dot.h),
+// once per call, and the dot products are exact per-block integer sums scaled in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace kvserve {
+
+class ThreadPool;
+struct KernelTable;
+
+// A row-major weight matrix as stored in a GGUF file: `rows` output features, each a row of `cols`
+// input features encoded as `type`. row_bytes is the stride between rows (normally
+// ggml_row_size(type, cols)). cols must be a multiple of the type's block size.
+struct WeightMatrix {
+  GgmlType type;
+  const void* data;
+  int64_t rows;
+  int64_t cols;
+  size_t row_bytes;
+};
+
+// y[i][r] = sum_c x[i][c] * w[r][c] for i in [0, m), r in [0, w.rows).
+// x: [m][w.cols] f32 row-major; y: [m][w.rows] f32 row-major (must not alias x).
+// pool may be null (single thread). The result does not depend on the number of threads.
+// Scratch for the converted activations is a per-calling-thread buffer that grows to the largest
+// call and is reused, so the steady state does not allocate.
+void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool* pool);
+
+// As matmul, with an explicit kernel table (tests compare instruction sets with it).
+void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
+                         float* y, ThreadPool* pool);
+
+// Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
+// Aborts on an id outside [0, w.rows).
+void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
+
+}  // namespace kvserve

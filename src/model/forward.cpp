@@ -1,0 +1,174 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "model/paged_attention.h"
+
+namespace kvserve {
+
+ForwardPass::ForwardPass(const Model& model, KvStorage& kv, ThreadPool& pool)
+    : model_(model), kv_(kv), pool_(pool) {
+  const ModelHparams& hp = model.hparams();
+  rope_cos_.resize(size_t(hp.rope_dim / 2));
+  rope_sin_.resize(size_t(hp.rope_dim / 2));
+}
+
+Status ForwardPass::validate(const ForwardBatch& batch) const {
+  const ModelHparams& hp = model_.hparams();
+  const KvLayout& L = kv_.layout();
+  if (L.num_layers != hp.n_layer || L.num_kv_heads != hp.n_head_kv || L.head_dim != hp.head_dim)
+    return invalid_argument("KV storage layout does not match the model");
+  int64_t total = 0;
+  for (const SeqChunk& c : batch.chunks) {
+    if (c.num_tokens <= 0 || c.start_pos < 0) return invalid_argument("empty chunk or negative position");
+    int64_t end = c.start_pos + c.num_tokens;
+    int64_t need_blocks = (end + L.block_size - 1) / L.block_size;
+    if (int64_t(c.block_table.size()) < need_blocks)
+      return invalid_argument("block table holds " + std::to_string(c.block_table.size()) +
+                              " blocks but positions up to " + std::to_string(end) + " need " +
+                              std::to_string(need_blocks));
+    for (int64_t b = 0; b < need_blocks; ++b)
+      if (c.block_table[size_t(b)] < 0 || c.block_table[size_t(b)] >= kv_.num_blocks())
+        return invalid_argument("block id out of range in block table");
+    total += c.num_tokens;
+  }
+  if (total != int64_t(batch.tokens.size()))
+    return invalid_argument("batch token count does not match its chunks");
+  for (int32_t t : batch.tokens)
+    if (t < 0 || t >= hp.n_vocab)
+      return invalid_argument("token id " + std::to_string(t) + " out of range (vocabulary of " +
+                              std::to_string(hp.n_vocab) + ")");
+  return {};
+}
+
+void ForwardPass::ensure_workspace(int64_t T, int64_t num_out) {
+  const ModelHparams& hp = model_.hparams();
+  auto grow = [](std::vector<float>& v, int64_t n) {
+    if (int64_t(v.size()) < n) v.resize(size_t(n));
+  };
+  grow(x_, T * hp.n_embd);
+  grow(h_, T * hp.n_embd);
+  grow(q_, T * hp.q_dim());
+  grow(k_, T * hp.kv_dim());
+  grow(v_, T * hp.kv_dim());
+  grow(attn_, T * hp.q_dim());
+  grow(gate_, T * hp.n_ff);
+  grow(up_, T * hp.n_ff);
+  grow(out_h_, num_out * hp.n_embd);
+}
+
+// Writes the batch's K/V rows of `layer` into their slots: position p of a chunk lives in
+// block table[p / block_size] at offset p % block_size.
+void ForwardPass::store_kv(const ForwardBatch& batch, int layer) {
+  const ModelHparams& hp = model_.hparams();
+  const int bs = kv_.layout().block_size;
+  const size_t row_elems = size_t(hp.kv_dim());
+  const int64_t T = int64_t(batch.tokens.size());
+  for (int64_t t = 0; t < T; ++t) {
+    const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
+    int64_t pos = token_pos_[size_t(t)];
+    int32_t block = c.block_table[size_t(pos / bs)];
+    int off = int(pos % bs);
+    store_kv_row(kv_, block, layer, off, &k_[size_t(t) * row_elems], &v_[size_t(t) * row_elems]);
+  }
+}
+
+void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
+  const ModelHparams& hp = model_.hparams();
+  const int64_t T = int64_t(batch.tokens.size());
+  const float scale = 1.0f / std::sqrt(float(hp.head_dim));
+  const int group = hp.n_head / hp.n_head_kv;
+  // One task per (token, head): each reads its sequence's K/V through the block table.
+  pool_.parallel_for(T * hp.n_head, [&](int64_t begin, int64_t end, int) {
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t t = task / hp.n_head;
+      int head = int(task % hp.n_head);
+      const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
+      const float* q = &q_[size_t(t * hp.q_dim() + head * hp.head_dim)];
+      float* out = &attn_[size_t(t * hp.q_dim() + head * hp.head_dim)];
+      paged_attention_head(kv_, layer, c.block_table, token_pos_[size_t(t)] + 1, head / group, q, scale, out);
+    }
+  });
+}
+
+Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
+  KVS_RETURN_IF_ERROR(validate(batch));
+  const ModelHparams& hp = model_.hparams();
+  const ModelWeights& w = model_.weights();
+  const int64_t T = int64_t(batch.tokens.size());
+  int64_t num_out = 0;
+  for (const SeqChunk& c : batch.chunks) num_out += c.all_logits ? c.num_tokens : 1;
+  ensure_workspace(T, num_out);
+
+  token_pos_.resize(size_t(T));
+  token_chunk_.resize(size_t(T));
+  {
+    int64_t t = 0;
+    for (size_t ci = 0; ci < batch.chunks.size(); ++ci)
+      for (int32_t i = 0; i < batch.chunks[ci].num_tokens; ++i, ++t) {
+        token_pos_[size_t(t)] = batch.chunks[ci].start_pos + i;
+        token_chunk_[size_t(t)] = int32_t(ci);
+      }
+  }
+
+  const int64_t E = hp.n_embd;
+  float* x = x_.data();
+  float* h = h_.data();
+  get_rows(w.tok_embd, batch.tokens.data(), T, x);
+
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    // --- attention sub-layer ---
+    for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.attn_norm.data(), E, hp.rms_eps, h + t * E);
+    matmul(L.wq, h, T, q_.data(), &pool_);
+    matmul(L.wk, h, T, k_.data(), &pool_);
+    matmul(L.wv, h, T, v_.data(), &pool_);
+    for (int64_t t = 0; t < T; ++t) {
+      float* q = &q_[size_t(t * hp.q_dim())];
+      float* k = &k_[size_t(t * hp.kv_dim())];
+      float* v = &v_[size_t(t * hp.kv_dim())];
+      if (!L.bq.empty()) {
+        add(q, L.bq.data(), hp.q_dim(), q);
+        add(k, L.bk.data(), hp.kv_dim(), k);
+        add(v, L.bv.data(), hp.kv_dim(), v);
+      }
+      // Angles built as the reference builds them (linear scaling and Llama-3 factors included),
+      // once per token for both q and k.
+      const auto& factors = w.rope_factors;
+      rope_cos_sin(int(token_pos_[size_t(t)]), hp.rope_freq_base, hp.rope_freq_scale,
+                   factors.empty() ? nullptr : factors.data(), hp.rope_dim, rope_cos_.data(), rope_sin_.data());
+      apply_rope_cos_sin(q, hp.n_head, hp.head_dim, hp.rope_dim, rope_cos_.data(), rope_sin_.data(), hp.rope_neox);
+      apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, rope_cos_.data(), rope_sin_.data(),
+                         hp.rope_neox);
+    }
+    store_kv(batch, l);
+    attention_layer(batch, l);
+    matmul(L.wo, attn_.data(), T, h, &pool_);
+    for (int64_t t = 0; t < T; ++t) add(x + t * E, h + t * E, E, x + t * E);
+
+    // --- feed-forward sub-layer (SwiGLU) ---
+    for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), E, hp.rms_eps, h + t * E);
+    matmul(L.w_gate, h, T, gate_.data(), &pool_);
+    matmul(L.w_up, h, T, up_.data(), &pool_);
+    swiglu(gate_.data(), up_.data(), T * hp.n_ff, gate_.data());
+    matmul(L.w_down, gate_.data(), T, h, &pool_);
+    for (int64_t t = 0; t < T; ++t) add(x + t * E, h + t * E, E, x + t * E);
+  }
+
+  // Final norm only on the rows whose logits are wanted, then the vocabulary projection.
+  int64_t o = 0, t0 = 0;
+  for (const SeqChunk& c : batch.chunks) {
+    int64_t first = c.all_logits ? t0 : t0 + c.num_tokens - 1;
+    for (int64_t t = first; t < t0 + c.num_tokens; ++t, ++o)
+      rmsnorm(x + t * E, w.output_norm.data(), E, hp.rms_eps, &out_h_[size_t(o * E)]);
+    t0 += c.num_tokens;
+  }
+  logits->resize(size_t(num_out) * size_t(hp.n_vocab));
+  matmul(w.output, out_h_.data(), num_out, logits->data(), &pool_);
+  return {};
+}
+
+}  // namespace kvserve

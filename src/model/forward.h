@@ -1,0 +1,66 @@
+// One batched forward pass of a llama-family transformer over a paged KV cache.
+//
+// A batch holds chunks of one or more sequences (prefill chunks and single decode tokens alike).
+// Every chunk's new K/V rows are written into the KvStorage blocks named by its block table,
+// then each token attends to all earlier positions of its own sequence through that table.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvcache/kv_storage.h"
+#include "model/model.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+struct SeqChunk {
+  int64_t start_pos = 0;   // absolute position of the chunk's first token in its sequence
+  int32_t num_tokens = 0;  // tokens of this chunk (>= 1)
+  std::span<const int32_t> block_table;  // blocks covering positions [0, start_pos + num_tokens)
+  bool all_logits = false;  // logits for every token of the chunk (perplexity), else only the last
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;  // all chunks' tokens, concatenated in chunk order
+  std::vector<SeqChunk> chunks;
+};
+
+class ForwardPass {
+ public:
+  ForwardPass(const Model& model, KvStorage& kv, ThreadPool& pool);
+
+  // Runs the batch; on success `logits` holds one row of n_vocab floats per requested output
+  // (chunk order: num_tokens rows for all_logits chunks, else one). Inputs are validated first
+  // (token ids in range, block tables long enough, block ids in range), so an error leaves the
+  // KV cache untouched.
+  Status run(const ForwardBatch& batch, std::vector<float>* logits);
+
+ private:
+  Status validate(const ForwardBatch& batch) const;
+  void ensure_workspace(int64_t num_tokens, int64_t num_out);
+  void attention_layer(const ForwardBatch& batch, int layer);
+  void store_kv(const ForwardBatch& batch, int layer);
+
+  const Model& model_;
+  KvStorage& kv_;
+  ThreadPool& pool_;
+  std::vector<float> rope_cos_, rope_sin_;  // [rope_dim / 2] angles of the current token
+
+  // Workspace, grown on demand and reused across calls (T = tokens in the batch):
+  std::vector<float> x_;     // [T][n_embd]   residual stream
+  std::vector<float> h_;     // [T][n_embd]   normed input of a sub-layer
+  std::vector<float> q_;     // [T][q_dim]
+  std::vector<float> k_;     // [T][kv_dim]
+  std::vector<float> v_;     // [T][kv_dim]
+  std::vector<float> attn_;  // [T][q_dim]    attention output before wo
+  std::vector<float> gate_;  // [T][n_ff]
+  std::vector<float> up_;    // [T][n_ff]
+  std::vector<float> out_h_;   // [num_out][n_embd] rows whose logits are wanted
+  std::vector<int64_t> token_pos_;   // [T] absolute position of each token
+  std::vector<int32_t> token_chunk_;  // [T] chunk index of each token
+};
+
+}  // namespace kvserve

@@ -1,0 +1,55 @@
+// A loaded model: the mmapped GGUF file, its hyper-parameters and views of its weights.
+// Weight matrices stay in the file's encoding (no copy); small 1-D tensors (norms, biases,
+// rope factors) are converted to f32 vectors at load time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "model/hparams.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  WeightMatrix wq, wk, wv;       // [q_dim][n_embd], [kv_dim][n_embd], [kv_dim][n_embd]
+  std::vector<float> bq, bk, bv;  // qwen2 biases [q_dim], [kv_dim], [kv_dim]; empty when absent
+  WeightMatrix wo;               // [n_embd][q_dim]
+  std::vector<float> ffn_norm;   // [n_embd]
+  WeightMatrix w_gate, w_up;     // [n_ff][n_embd]
+  WeightMatrix w_down;           // [n_embd][n_ff]
+};
+
+struct ModelWeights {
+  WeightMatrix tok_embd;           // [n_vocab][n_embd]
+  std::vector<float> output_norm;  // [n_embd]
+  WeightMatrix output;             // [n_vocab][n_embd]; tok_embd when the model ties them
+  bool tied_output = false;
+  std::vector<float> rope_factors;  // Llama-3 rope_freqs.weight [rope_dim/2], empty if absent
+  std::vector<LayerWeights> layers;
+};
+
+class Model {
+ public:
+  // Loads and validates: architecture, every tensor present with the expected shape, and every
+  // weight encoding supported (an unsupported one names the tensor and its type).
+  static Expected<std::unique_ptr<Model>> load(const std::string& path);
+
+  const ModelHparams& hparams() const { return hp_; }
+  const ModelWeights& weights() const { return w_; }
+  const GgufFile& gguf() const { return *file_; }
+  std::shared_ptr<GgufFile> gguf_ptr() const { return file_; }
+  // Bytes of weight data read to decode one token (all matrices once + one embedding row).
+  size_t weight_bytes() const;
+
+ private:
+  std::shared_ptr<GgufFile> file_;
+  ModelHparams hp_;
+  ModelWeights w_;
+};
+
+}  // namespace kvserve

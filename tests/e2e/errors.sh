@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Bad input gets a clear error and a non-zero exit, never a crash (exit codes >= 128 are signals).
+source "$(dirname "$0")/lib.bash"
+expect_error() {  # what, pattern, command...
+  local what="$1" pattern="$2"; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  check "$what: non-zero exit" test $rc -ne 0
+  check "$what: no crash (rc $rc < 128)" test $rc -lt 128
+  check "$what: message matches '$pattern'" grep -qi -- "$pattern" "$TMP/err"
+}
+expect_error "missing model" "no-such.gguf" "$KVSERVE" generate -m "$TMP/no-such.gguf" -p hi
+head -c 1000 "$STORIES" >"$TMP/trunc.gguf"
+expect_error "truncated model" "trunc.gguf" "$KVSERVE" generate -m "$TMP/trunc.gguf" -p hi
+printf 'GGML\3\0\0\0' >"$TMP/magic.gguf"
+expect_error "bad magic" "magic" "$KVSERVE" inspect "$TMP/magic.gguf"
+expect_error "unknown architecture lists the supported ones" "supported: llama, qwen2" "$KVSERVE" generate -m "$SHARED/models/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" -p hi
+expect_error "vocab-only llama file has no weights" "missing tensor" "$KVSERVE" generate -m "$SHARED/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" -p hi
+expect_error "bad kv type" "kv-type" "$KVSERVE" generate -m "$STORIES" -p hi --kv-type q3
+expect_error "prompt over context" "context" "$KVSERVE" generate -m "$STORIES" -p "Once upon a time there was a girl who liked to play" --ctx 8
+expect_error "negative -n" "-n" "$KVSERVE" generate -m "$STORIES" -p hi -n -5
+expect_error "bad kv memory" "byte" "$KVSERVE" generate -m "$STORIES" -p hi --kv-memory lots
+finish

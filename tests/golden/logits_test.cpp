@@ -1,0 +1,86 @@
+// Golden logits: feeding each golden file's token ids must reproduce the reference engine's
+// logits within a tolerance per encoding: NMSE <= 1e-5 for f32/f16/bf16 and at most a tenth of
+// the encoding's own quantization error (../shared/golden/README.md) for quantized files.
+#include <gtest/gtest.h>
+
+#include "golden_util.h"
+
+namespace kvserve::golden {
+namespace {
+
+struct Case {
+  const char* golden;  // file under golden/logits
+  const char* model;   // file under models
+  double max_nmse;
+};
+
+const Case kCases[] = {
+    {"stories260K.t1.bin", "stories260K.gguf", 1e-5},
+    {"tiny-llama-f32.t1.bin", "tiny/tiny-llama-f32.gguf", 1e-5},
+    {"tiny-llama-f16.t1.bin", "tiny/tiny-llama-f16.gguf", 1e-5},
+    {"tiny-llama-bf16.t1.bin", "tiny/tiny-llama-bf16.gguf", 1e-5},
+    {"tiny-llama-q8_0.t1.bin", "tiny/tiny-llama-q8_0.gguf", 1.8e-4},
+    {"tiny-llama-q6_k.t1.bin", "tiny/tiny-llama-q6_k.gguf", 1.2e-3},
+    {"tiny-llama-q5_k_m.t1.bin", "tiny/tiny-llama-q5_k_m.gguf", 3.9e-3},
+    {"tiny-llama-q4_k_m.t1.bin", "tiny/tiny-llama-q4_k_m.gguf", 1.4e-2},
+    {"tiny-llama-q4_0.t1.bin", "tiny/tiny-llama-q4_0.gguf", 1.3e-1},
+    {"tiny-qwen2-f32.t2.bin", "tiny/tiny-qwen2-f32.gguf", 1e-5},
+    {"tiny-qwen2-q8_0.t2.bin", "tiny/tiny-qwen2-q8_0.gguf", 8.0e-5},
+    {"tiny-qwen2-q4_k_m.t2.bin", "tiny/tiny-qwen2-q4_k_m.gguf", 2.3e-3},
+};
+
+// Names the case in test output instead of dumping the struct's bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.golden; }
+
+class GoldenLogitsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GoldenLogitsTest, MatchesReference) {
+  const Case& c = GetParam();
+  GoldenLogits g;
+  ASSERT_TRUE(read_golden(shared_path(std::string("golden/logits/") + c.golden), &g)) << c.golden;
+  auto gen = make(c.model);
+  ASSERT_TRUE(gen) << c.model;
+  ASSERT_EQ(gen->model().hparams().n_vocab, g.n_vocab);
+  auto logits = gen->eval_all(g.tokens);
+  ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+  double e = nmse(*logits, g.logits);
+  RecordProperty("nmse", std::to_string(e));
+  std::printf("%s: NMSE %.3g (limit %.3g)\n", c.golden, e, c.max_nmse);
+  EXPECT_LE(e, c.max_nmse) << c.golden;
+}
+
+// The KV cache must not change what the model computes: logits fed token by token through the
+// cache equal the logits of one full recomputation (the no-cache path) to NMSE <= 1e-6.
+TEST_P(GoldenLogitsTest, IncrementalEqualsFullRecompute) {
+  const Case& c = GetParam();
+  GoldenLogits g;
+  ASSERT_TRUE(read_golden(shared_path(std::string("golden/logits/") + c.golden), &g));
+  auto gen = make(c.model);
+  ASSERT_TRUE(gen);
+  auto full = gen->eval_all(g.tokens, false);
+  auto inc = gen->eval_all(g.tokens, true);
+  ASSERT_TRUE(full.ok() && inc.ok());
+  EXPECT_LE(nmse(*inc, *full), 1e-6) << c.golden;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEncodings, GoldenLogitsTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.golden;
+                           n = n.substr(0, n.find(".t"));
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(GoldenLogits, F16KvCacheStaysClose) {
+  GoldenLogits g;
+  ASSERT_TRUE(read_golden(shared_path("golden/logits/stories260K.t1.bin"), &g));
+  auto gen = make("stories260K.gguf", KvDType::F16);
+  ASSERT_TRUE(gen);
+  auto logits = gen->eval_all(g.tokens, true);
+  ASSERT_TRUE(logits.ok());
+  EXPECT_LE(nmse(*logits, g.logits), 1e-4);
+}
+
+}  // namespace
+}  // namespace kvserve::golden

@@ -1,0 +1,280 @@
+// matmul / get_rows for every weight type:
+//  - every instruction set equals the scalar reference within f32 reordering noise;
+//  - the scalar reference equals a double-precision dot of the dequantized weights with the
+//    quantize->dequantize'd activations (what the reference engine computes) within a per-type bound;
+//  - threaded results are bit-identical to single-threaded ones.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/vec_dot.h"
+#include "tensor/quants.h"
+#include "util/half.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+namespace {
+
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// Random weights: f32 types from a gaussian; quantized types are random bytes (every bit pattern
+// of codes and packed scales occurs) with the f16 scale fields set to sane magnitudes.
+struct RandomWeights {
+  std::vector<uint8_t> bytes;
+  WeightMatrix matrix;
+};
+
+uint16_t small_f16(std::mt19937& rng, bool allow_negative) {
+  std::uniform_real_distribution<float> u(0.001f, 0.02f);
+  float v = u(rng);
+  if (allow_negative && (rng() & 1)) v = -v;
+  return f32_to_f16(v);
+}
+
+RandomWeights make_weights(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  RandomWeights w;
+  const size_t row_bytes = ggml_row_size(t, cols);
+  w.bytes.resize(row_bytes * size_t(rows));
+  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) {
+    std::normal_distribution<float> g(0.0f, 0.05f);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = g(rng);
+      quantize_row(t, row.data(), w.bytes.data() + size_t(r) * row_bytes, cols);
+    }
+  } else {
+    for (auto& b : w.bytes) b = uint8_t(rng());
+    const int64_t nblocks = int64_t(w.bytes.size() / ggml_type_size(t));
+    for (int64_t i = 0; i < nblocks; ++i) {
+      uint8_t* p = w.bytes.data() + size_t(i) * ggml_type_size(t);
+      switch (t) {
+        case GgmlType::Q4_0: reinterpret_cast<BlockQ4_0*>(p)->d = small_f16(rng, true); break;
+        case GgmlType::Q5_0: reinterpret_cast<BlockQ5_0*>(p)->d = small_f16(rng, true); break;
+        case GgmlType::Q8_0: reinterpret_cast<BlockQ8_0*>(p)->d = small_f16(rng, true); break;
+        case GgmlType::Q4_1:
+          reinterpret_cast<BlockQ4_1*>(p)->d = small_f16(rng, false);
+          reinterpret_cast<BlockQ4_1*>(p)->m = small_f16(rng, true);
+          break;
+        case GgmlType::Q5_1:
+          reinterpret_cast<BlockQ5_1*>(p)->d = small_f16(rng, false);
+          reinterpret_cast<BlockQ5_1*>(p)->m = small_f16(rng, true);
+          break;
+        case GgmlType::Q2_K:
+          reinterpret_cast<BlockQ2_K*>(p)->d = small_f16(rng, false);
+          reinterpret_cast<BlockQ2_K*>(p)->dmin = small_f16(rng, false);
+          break;
+        case GgmlType::Q3_K: reinterpret_cast<BlockQ3_K*>(p)->d = small_f16(rng, true); break;
+        case GgmlType::Q4_K:
+          reinterpret_cast<BlockQ4_K*>(p)->d = small_f16(rng, false);
+          reinterpret_cast<BlockQ4_K*>(p)->dmin = small_f16(rng, false);
+          break;
+        case GgmlType::Q5_K:
+          reinterpret_cast<BlockQ5_K*>(p)->d = small_f16(rng, false);
+          reinterpret_cast<BlockQ5_K*>(p)->dmin = small_f16(rng, false);
+          break;
+        case GgmlType::Q6_K: reinterpret_cast<BlockQ6_K*>(p)->d = small_f16(rng, true); break;
+        default: ADD_FAILURE() << "no generator for " << ggml_type_name(t);
+      }
+    }
+  }
+  w.matrix = WeightMatrix{t, w.bytes.data(), rows, cols, row_bytes};
+  return w;
+}
+
+std::vector<float> make_activations(int64_t m, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * cols));
+  for (auto& v : x) v = g(rng);
+  for (size_t i = 0; i < x.size(); i += 61) x[i] *= 8.0f;  // a few outliers per row
+  return x;
+}
+
+// The activation row as the kernels see it: converted to the activation type and decoded.
+std::vector<float> activation_as_seen(GgmlType weight, const float* x, int64_t n) {
+  std::vector<uint8_t> q(activation_row_bytes(weight, n));
+  convert_activation_row(weight, x, q.data(), n);
+  std::vector<float> y(static_cast<size_t>(n));
+  dequantize_row(activation_type(weight), q.data(), y.data(), n);
+  return y;
+}
+
+// sum_c |w[r][c] * x[i][c]| for every output, the scale against which f32 rounding is judged.
+std::vector<double> magnitudes(const WeightMatrix& w, const float* x, int64_t m) {
+  std::vector<double> mag(static_cast<size_t>(m * w.rows));
+  std::vector<float> wrow(static_cast<size_t>(w.cols));
+  for (int64_t i = 0; i < m; ++i) {
+    const auto xs = activation_as_seen(w.type, x + i * w.cols, w.cols);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r) * w.row_bytes, wrow.data(), w.cols);
+      double s = 0;
+      for (int64_t c = 0; c < w.cols; ++c) s += std::fabs(double(wrow[size_t(c)]) * xs[size_t(c)]);
+      mag[size_t(i * w.rows + r)] = s;
+    }
+  }
+  return mag;
+}
+
+// Per-type bound on |kernel - exact| relative to sum |w * x|. The _1 formats apply their mins via
+// s = f16(d * sum(q)), which rounds at f16 precision.
+double reference_tolerance(GgmlType t) {
+  if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) return 2e-3;
+  return 2e-5;
+}
+
+struct Case {
+  GgmlType type;
+  int64_t m;
+  int64_t cols;
+};
+
+class MatmulTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MatmulTest, MatchesReferenceAndIsasAgree) {
+  const Case c = GetParam();
+  const int64_t rows = 301;  // not a multiple of the pool size, and above the threading threshold
+  auto w = make_weights(c.type, rows, c.cols, 7u + uint32_t(c.type));
+  auto x = make_activations(c.m, c.cols, 11u + uint32_t(c.m));
+
+  std::vector<float> y_scalar(static_cast<size_t>(c.m * rows)), y_best(y_scalar.size()), y_threaded(y_scalar.size());
+  matmul_with_kernels(kernel_table(Isa::kScalar), w.matrix, x.data(), c.m, y_scalar.data(), nullptr);
+  matmul(w.matrix, x.data(), c.m, y_best.data(), nullptr);
+  ThreadPool pool(4);
+  matmul(w.matrix, x.data(), c.m, y_threaded.data(), &pool);
+  EXPECT_EQ(0, std::memcmp(y_best.data(), y_threaded.data(), y_best.size() * sizeof(float)))
+      << "threaded result differs";
+
+  std::vector<float> wrow(static_cast<size_t>(c.cols));
+  for (int64_t i = 0; i < c.m; ++i) {
+    const auto xs = activation_as_seen(c.type, x.data() + i * c.cols, c.cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(c.type, static_cast<const uint8_t*>(w.matrix.data) + size_t(r) * w.matrix.row_bytes,
+                     wrow.data(), c.cols);
+      double exact = 0, mag = 0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        exact += double(wrow[size_t(k)]) * xs[size_t(k)];
+        mag += std::fabs(double(wrow[size_t(k)]) * xs[size_t(k)]);
+      }
+      const size_t idx = size_t(i * rows + r);
+      ASSERT_NEAR(y_scalar[idx], exact, reference_tolerance(c.type) * mag + 1e-30)
+          << ggml_type_name(c.type) << " row " << r << " act " << i;
+      ASSERT_NEAR(y_best[idx], y_scalar[idx], 1e-5 * mag + 1e-30)
+          << ggml_type_name(c.type) << " " << active_kernels().name << " row " << r << " act " << i;
+    }
+  }
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (GgmlType t : kWeightTypes)
+    for (int64_t m : {1, 3, 17})
+      for (int64_t cols : {256, 512}) cases.push_back({t, m, cols});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(ggml_type_name(info.param.type)) + "_m" +
+                                  std::to_string(info.param.m) + "_k" + std::to_string(info.param.cols);
+                         });
+
+TEST(Matmul, EveryIsaMatchesScalar) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    for (GgmlType t : kWeightTypes) {
+      ASSERT_NE(k.vec_dot[int(t)], nullptr) << k.name << " " << ggml_type_name(t);
+      auto w = make_weights(t, 19, 768, 3u + uint32_t(t));
+      auto x = make_activations(5, 768, 5u);
+      std::vector<float> a(5 * 19), b(5 * 19);
+      matmul_with_kernels(kernel_table(Isa::kScalar), w.matrix, x.data(), 5, a.data(), nullptr);
+      matmul_with_kernels(k, w.matrix, x.data(), 5, b.data(), nullptr);
+      const auto mag = magnitudes(w.matrix, x.data(), 5);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-5 * mag[i]) << k.name << " " << ggml_type_name(t) << " " << i;
+    }
+  }
+}
+
+// A row's result must not depend on the other rows of its batch (prefill vs decode, batching of
+// sequences): m rows at once equals each row alone, bit for bit, for every instruction set.
+TEST(Matmul, BatchInvariant) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!isa_supported(isa)) continue;
+    for (GgmlType t : kWeightTypes) {
+      auto w = make_weights(t, 23, 512, 13u + uint32_t(t));
+      const int64_t m = 11;
+      auto x = make_activations(m, 512, 17u);
+      std::vector<float> batched(static_cast<size_t>(m * 23)), alone(23);
+      matmul_with_kernels(kernel_table(isa), w.matrix, x.data(), m, batched.data(), nullptr);
+      for (int64_t i = 0; i < m; ++i) {
+        matmul_with_kernels(kernel_table(isa), w.matrix, x.data() + i * 512, 1, alone.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + i * 23, sizeof(float) * 23))
+            << kernel_table(isa).name << " " << ggml_type_name(t) << " row " << i;
+      }
+    }
+  }
+}
+
+// Float weights allow any row length; the kernels' tails must agree with the main loops.
+TEST(Matmul, FloatTypesAnyLength) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t cols : {1, 7, 100, 129}) {
+      auto w = make_weights(t, 9, cols, 5);
+      auto x = make_activations(6, cols, 6);
+      std::vector<float> a(6 * 9), b(6 * 9);
+      matmul_with_kernels(kernel_table(Isa::kScalar), w.matrix, x.data(), 6, a.data(), nullptr);
+      matmul(w.matrix, x.data(), 6, b.data(), nullptr);
+      const auto mag = magnitudes(w.matrix, x.data(), 6);
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(a[i], b[i], 1e-6 * mag[i]) << ggml_type_name(t) << " cols " << cols << " " << i;
+      }
+    }
+  }
+}
+
+TEST(Matmul, RowStrideLargerThanRow) {
+  auto w = make_weights(GgmlType::Q8_0, 8, 64, 1);
+  const size_t rb = w.matrix.row_bytes, padded = rb + 6;
+  std::vector<uint8_t> strided(padded * 8, 0xEE);
+  for (int r = 0; r < 8; ++r) std::memcpy(strided.data() + r * padded, w.bytes.data() + r * rb, rb);
+  WeightMatrix sw{GgmlType::Q8_0, strided.data(), 8, 64, padded};
+  auto x = make_activations(2, 64, 2);
+  std::vector<float> a(16), b(16);
+  matmul(w.matrix, x.data(), 2, a.data(), nullptr);
+  matmul(sw, x.data(), 2, b.data(), nullptr);
+  EXPECT_EQ(a, b);
+}
+
+TEST(Matmul, ZeroActivationRowGivesZero) {
+  for (GgmlType t : kWeightTypes) {
+    auto w = make_weights(t, 4, 256, 9);
+    std::vector<float> x(256, 0.0f), y(4, 1.0f);
+    matmul(w.matrix, x.data(), 1, y.data(), nullptr);
+    for (float v : y) EXPECT_EQ(v, 0.0f) << ggml_type_name(t);
+  }
+}
+
+TEST(GetRows, DequantizesSelectedRows) {
+  for (GgmlType t : kWeightTypes) {
+    auto w = make_weights(t, 10, 512, 21);
+    const int32_t ids[4] = {3, 0, 9, 3};
+    std::vector<float> out(4 * 512), want(512);
+    get_rows(w.matrix, ids, 4, out.data());
+    for (int i = 0; i < 4; ++i) {
+      dequantize_row(t, static_cast<const uint8_t*>(w.matrix.data) + size_t(ids[i]) * w.matrix.row_bytes,
+                     want.data(), 512);
+      EXPECT_EQ(0, std::memcmp(want.data(), out.data() + i * 512, 512 * sizeof(float))) << ggml_type_name(t);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

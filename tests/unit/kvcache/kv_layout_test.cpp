@@ -1,0 +1,118 @@
+#include "kvcache/kv_layout.h"
+
+#include <gtest/gtest.h>
+
+#include "util/units.h"
+
+namespace kvserve {
+namespace {
+
+KvLayout make_layout(int layers, int kv_heads, int head_dim, int block_size, KvDType dtype) {
+  KvLayout l;
+  l.num_layers = layers;
+  l.num_kv_heads = kv_heads;
+  l.head_dim = head_dim;
+  l.block_size = block_size;
+  l.dtype = dtype;
+  return l;
+}
+
+TEST(KvDType, NamesRoundTrip) {
+  for (KvDType d : {KvDType::F32, KvDType::F16}) {
+    auto parsed = parse_kv_dtype(kv_dtype_name(d));
+    ASSERT_TRUE(parsed.ok()) << kv_dtype_name(d);
+    EXPECT_EQ(*parsed, d);
+  }
+  EXPECT_EQ(*parse_kv_dtype("F16"), KvDType::F16);
+  EXPECT_EQ(parse_kv_dtype("q8_0").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(parse_kv_dtype("").ok());
+}
+
+TEST(KvDType, Sizes) {
+  EXPECT_EQ(kv_dtype_bytes(KvDType::F32), 4u);
+  EXPECT_EQ(kv_dtype_bytes(KvDType::F16), 2u);
+  EXPECT_EQ(kv_dtype_row_bytes(KvDType::F16, 128), 256u);
+  EXPECT_EQ(kv_dtype_row_bytes(KvDType::F32, 0), 0u);
+}
+
+TEST(KvLayout, BytesPerTokenForKnownShapes) {
+  // Llama-2-7B: 32 layers, 32 KV heads of 128, f16 -> 2 * 32 * 32 * 128 * 2 = 512 KiB per token.
+  EXPECT_EQ(make_layout(32, 32, 128, 16, KvDType::F16).bytes_per_token(), 524288u);
+  // TinyLlama-1.1B (GQA, 4 KV heads of 64), f32: 2 * 22 * 4 * 64 * 4.
+  EXPECT_EQ(make_layout(22, 4, 64, 16, KvDType::F32).bytes_per_token(), 45056u);
+  // Llama-3-8B: 32 layers, 8 KV heads of 128, f16: 128 KiB per token.
+  EXPECT_EQ(make_layout(32, 8, 128, 16, KvDType::F16).bytes_per_token(), 131072u);
+  // A toy shape with odd sizes.
+  EXPECT_EQ(make_layout(3, 1, 5, 7, KvDType::F32).bytes_per_token(), size_t(2 * 3 * 1 * 5 * 4));
+}
+
+TEST(KvLayout, BlockGeometry) {
+  KvLayout l = make_layout(2, 4, 8, 16, KvDType::F16);
+  EXPECT_EQ(l.head_row_bytes(), 16u);     // 8 halfs
+  EXPECT_EQ(l.slot_bytes(), 64u);         // 4 heads
+  EXPECT_EQ(l.plane_bytes(), 16u * 64u);  // 16 tokens
+  EXPECT_EQ(l.block_bytes(), 16u * l.bytes_per_token());
+  EXPECT_EQ(l.block_bytes(), 4u * l.plane_bytes());  // 2 layers x (K, V)
+  EXPECT_EQ(l.plane_offset(0, KvPart::kKey), 0u);
+  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), l.plane_bytes());
+  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 2 * l.plane_bytes());
+  EXPECT_EQ(l.plane_offset(1, KvPart::kValue), 3 * l.plane_bytes());
+}
+
+TEST(KvLayout, ValidateNamesTheBadField) {
+  EXPECT_TRUE(make_layout(1, 1, 1, 1, KvDType::F32).validate().ok());
+  struct Case {
+    KvLayout layout;
+    const char* field;
+  } cases[] = {{make_layout(0, 1, 1, 16, KvDType::F32), "num_layers"},
+               {make_layout(1, -1, 1, 16, KvDType::F32), "num_kv_heads"},
+               {make_layout(1, 1, 0, 16, KvDType::F32), "head_dim"},
+               {make_layout(1, 1, 1, 0, KvDType::F32), "block_size"}};
+  for (const Case& c : cases) {
+    Status s = c.layout.validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(c.field), std::string::npos) << s.message();
+  }
+  Status huge = make_layout(1 << 30, 1 << 30, 1 << 30, 1 << 30, KvDType::F32).validate();
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument) << huge.to_string();
+}
+
+TEST(KvLayout, BlocksFromByteBudget) {
+  KvLayout l = make_layout(2, 4, 8, 16, KvDType::F16);  // 4 KiB blocks
+  ASSERT_EQ(l.block_bytes(), 4096u);
+  EXPECT_EQ(*num_blocks_for_bytes(l, 4096), 1);
+  EXPECT_EQ(*num_blocks_for_bytes(l, 4096 * 10 + 4095), 10);  // floor
+  EXPECT_EQ(num_blocks_for_bytes(l, 4095).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*num_blocks_for_memory(l, "512MiB"), 512 * 1024 / 4);
+  EXPECT_EQ(*num_blocks_for_memory(l, "1MB"), 1000000 / 4096);
+  EXPECT_FALSE(num_blocks_for_memory(l, "lots").ok());
+  // A huge budget is capped at the int32 id space rather than wrapping.
+  EXPECT_EQ(*num_blocks_for_bytes(make_layout(1, 1, 1, 1, KvDType::F16), uint64_t(1) << 40), INT32_MAX);
+  EXPECT_FALSE(num_blocks_for_bytes(make_layout(0, 1, 1, 1, KvDType::F16), 1 << 20).ok());
+}
+
+TEST(KvLayout, BlocksFromRamFraction) {
+  KvLayout l = make_layout(2, 4, 8, 16, KvDType::F16);
+  uint64_t ram = physical_memory_bytes();
+  ASSERT_GT(ram, 0u);
+  auto n = num_blocks_for_memory(l, "0.5");
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  uint64_t expected = uint64_t(0.5 * double(ram)) / l.block_bytes();
+  EXPECT_EQ(uint64_t(*n), std::min<uint64_t>(expected, INT32_MAX));
+}
+
+TEST(KvLayout, BlocksFromTokenCount) {
+  KvLayout l = make_layout(1, 1, 4, 16, KvDType::F32);
+  EXPECT_EQ(*num_blocks_for_tokens(l, 0), 1);
+  EXPECT_EQ(*num_blocks_for_tokens(l, 1), 1);
+  EXPECT_EQ(*num_blocks_for_tokens(l, 16), 1);
+  EXPECT_EQ(*num_blocks_for_tokens(l, 17), 2);
+  EXPECT_EQ(*num_blocks_for_tokens(l, 4096), 256);
+  EXPECT_FALSE(num_blocks_for_tokens(l, -1).ok());
+  l.block_size = 1;
+  EXPECT_EQ(*num_blocks_for_tokens(l, 4097), 4097);
+  EXPECT_FALSE(num_blocks_for_tokens(l, int64_t(1) << 40).ok());
+}
+
+}  // namespace
+}  // namespace kvserve
