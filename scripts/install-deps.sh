@@ -8,8 +8,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libicu-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
-  libxxhash-dev libzstd-dev libssl-dev
-  curl
+  libxxhash-dev libzstd-dev libssl-dev libyaml-cpp-dev
+  curl prometheus
 )
 
 missing=()

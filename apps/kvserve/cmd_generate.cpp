@@ -80,4 +80,6 @@ Runner add_generate(CLI::App& app) {
   };
 }
 
+KVS_REGISTER_COMMAND(add_generate, 20);
+
 }  // namespace kvserve::cli

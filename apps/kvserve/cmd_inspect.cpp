@@ -60,4 +60,6 @@ Runner add_inspect(CLI::App& app) {
   };
 }
 
+KVS_REGISTER_COMMAND(add_inspect, 70);
+
 }  // namespace kvserve::cli

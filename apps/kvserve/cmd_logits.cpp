@@ -62,4 +62,6 @@ Runner add_logits(CLI::App& app) {
   };
 }
 
+KVS_REGISTER_COMMAND(add_logits, 40);
+
 }  // namespace kvserve::cli

@@ -80,4 +80,6 @@ Runner add_perplexity(CLI::App& app) {
   };
 }
 
+KVS_REGISTER_COMMAND(add_perplexity, 50);
+
 }  // namespace kvserve::cli

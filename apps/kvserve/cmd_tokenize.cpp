@@ -43,4 +43,6 @@ Runner add_tokenize(CLI::App& app) {
   };
 }
 
+KVS_REGISTER_COMMAND(add_tokenize, 60);
+
 }  // namespace kvserve::cli

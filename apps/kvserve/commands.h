@@ -12,12 +12,17 @@ namespace kvserve::cli {
 
 // The command to run after parsing; returns the process exit code.
 using Runner = std::function<int()>;
+// Creates one subcommand on `app` (app.add_subcommand(...)) and returns what runs it.
+using CommandFactory = Runner (*)(CLI::App& app);
 
-Runner add_generate(CLI::App& app);
-Runner add_logits(CLI::App& app);
-Runner add_perplexity(CLI::App& app);
-Runner add_tokenize(CLI::App& app);
-Runner add_inspect(CLI::App& app);
+// Each cmd_*.cpp registers its factory at static-initialisation time:
+//   KVS_REGISTER_COMMAND(add_generate);
+// `order` sorts the help listing (lower first).
+bool register_command(CommandFactory factory, int order);
+// All registered factories, sorted by order.
+std::vector<CommandFactory> registered_commands();
+#define KVS_REGISTER_COMMAND(factory, order) \
+  static const bool kvs_registered_##factory = ::kvserve::cli::register_command(&factory, order)
 
 // Flags shared by every command that loads a model for inference.
 struct EngineFlags {

@@ -1,9 +1,29 @@
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "commands.h"
 
 namespace kvserve::cli {
+namespace {
+std::vector<std::pair<int, CommandFactory>>& registry() {
+  static std::vector<std::pair<int, CommandFactory>> r;  // function-local: safe from init order
+  return r;
+}
+}  // namespace
+
+bool register_command(CommandFactory factory, int order) {
+  registry().emplace_back(order, factory);
+  return true;
+}
+
+std::vector<CommandFactory> registered_commands() {
+  auto r = registry();
+  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CommandFactory> out;
+  for (auto& [order, f] : r) out.push_back(f);
+  return out;
+}
 
 void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
   cmd->add_option("-m,--model", f->model, "GGUF model file")->required();

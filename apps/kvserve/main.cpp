@@ -12,9 +12,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn, error, off")->capture_default_str();
 
   // Each add_* creates its subcommand; exactly one is parsed (require_subcommand(1)).
-  std::vector<kvserve::cli::Runner> runners = {
-      kvserve::cli::add_generate(app), kvserve::cli::add_logits(app), kvserve::cli::add_perplexity(app),
-      kvserve::cli::add_tokenize(app), kvserve::cli::add_inspect(app)};
+  std::vector<kvserve::cli::Runner> runners;
+  for (auto factory : kvserve::cli::registered_commands()) runners.push_back(factory(app));
 
   try {
     app.parse(argc, argv);
