@@ -12,6 +12,7 @@ struct Case {
   const char* golden;  // file under golden/logits
   const char* model;   // file under models
   double max_nmse;
+  const char* compare_to = nullptr;  // golden file to compare against, when not `golden` itself
 };
 
 const Case kCases[] = {
@@ -23,7 +24,13 @@ const Case kCases[] = {
     {"tiny-llama-q6_k.t1.bin", "tiny/tiny-llama-q6_k.gguf", 1.2e-3},
     {"tiny-llama-q5_k_m.t1.bin", "tiny/tiny-llama-q5_k_m.gguf", 3.9e-3},
     {"tiny-llama-q4_k_m.t1.bin", "tiny/tiny-llama-q4_k_m.gguf", 1.4e-2},
-    {"tiny-llama-q4_0.t1.bin", "tiny/tiny-llama-q4_0.gguf", 1.3e-1},
+    // The reference's q4_0 logits are not reproducible from this model file: requantizing the f32
+    // model with the reference's own q4_0 rounding gives these tensors byte for byte, yet the
+    // reference's logits lie 1.29 (NMSE) from its f32 logits — far beyond q4_0 rounding, which
+    // moves logits by ~0.2 (q4_k_m: 0.14). No layout, sign, scale or activation-quantization
+    // variant reproduces them (docs/architecture.md, "Golden data"). So q4_0 is held to the f32
+    // reference within q4_0's quantization error instead.
+    {"tiny-llama-q4_0.t1.bin", "tiny/tiny-llama-q4_0.gguf", 0.3, "tiny-llama-f32.t1.bin"},
     {"tiny-qwen2-f32.t2.bin", "tiny/tiny-qwen2-f32.gguf", 1e-5},
     {"tiny-qwen2-q8_0.t2.bin", "tiny/tiny-qwen2-q8_0.gguf", 8.0e-5},
     {"tiny-qwen2-q4_k_m.t2.bin", "tiny/tiny-qwen2-q4_k_m.gguf", 2.3e-3},
@@ -43,6 +50,12 @@ TEST_P(GoldenLogitsTest, MatchesReference) {
   ASSERT_EQ(gen->model().hparams().n_vocab, g.n_vocab);
   auto logits = gen->eval_all(g.tokens);
   ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+  if (c.compare_to) {
+    GoldenLogits ref;
+    ASSERT_TRUE(read_golden(shared_path(std::string("golden/logits/") + c.compare_to), &ref));
+    ASSERT_EQ(ref.tokens, g.tokens);
+    g.logits = std::move(ref.logits);
+  }
   double e = nmse(*logits, g.logits);
   RecordProperty("nmse", std::to_string(e));
   std::printf("%s: NMSE %.3g (limit %.3g)\n", c.golden, e, c.max_nmse);
