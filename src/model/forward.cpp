@@ -81,15 +81,16 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   const int64_t T = int64_t(batch.tokens.size());
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
-  // One task per (token, head): each reads its sequence's K/V through the block table.
-  pool_.parallel_for(T * hp.n_head, [&](int64_t begin, int64_t end, int) {
+  // One task per (token, KV head): the `group` query heads sharing a KV head are adjacent in q_
+  // ([n_head][head_dim] per token) and attend together, so each K/V row is read once per group.
+  pool_.parallel_for(T * hp.n_head_kv, [&](int64_t begin, int64_t end, int) {
     for (int64_t task = begin; task < end; ++task) {
-      int64_t t = task / hp.n_head;
-      int head = int(task % hp.n_head);
+      int64_t t = task / hp.n_head_kv;
+      int kv_head = int(task % hp.n_head_kv);
       const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
-      const float* q = &q_[size_t(t * hp.q_dim() + head * hp.head_dim)];
-      float* out = &attn_[size_t(t * hp.q_dim() + head * hp.head_dim)];
-      paged_attention_head(kv_, layer, c.block_table, token_pos_[size_t(t)] + 1, head / group, q, scale, out);
+      const size_t off = size_t(t * hp.q_dim() + int64_t(kv_head) * group * hp.head_dim);
+      paged_attention_group(kv_, layer, c.block_table, token_pos_[size_t(t)] + 1, kv_head, &q_[off], group, scale,
+                            &attn_[off]);
     }
   });
 }

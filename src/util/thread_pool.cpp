@@ -1,8 +1,41 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace kvserve {
+
+namespace {
+
+// Chunks per thread: enough that a descheduled thread's share is taken over by the others, few
+// enough that the per-chunk cost (one compare-exchange, one std::function call) stays negligible.
+constexpr int64_t kChunksPerThread = 4;
+// How long an idle worker keeps polling before it sleeps: longer than the gap between two ops of
+// one forward pass (rmsnorm, rope, ... take microseconds), short enough not to burn a core
+// between requests.
+constexpr auto kSpin = std::chrono::microseconds(300);
+// How long the caller polls for chunks still running elsewhere before it yields its core.
+constexpr auto kCallerSpin = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+inline void chunk_of(int64_t n, int64_t parts, int64_t i, int64_t* b, int64_t* e) {
+  int64_t per = n / parts, rem = n % parts;
+  *b = i * per + std::min<int64_t>(i, rem);
+  *e = *b + per + (i < rem ? 1 : 0);
+}
+
+}  // namespace
 
 int ThreadPool::default_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -15,63 +48,79 @@ ThreadPool::ThreadPool(int num_threads)
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-  }
-  cv_start_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-static inline void chunk_of(int64_t n, int parts, int i, int64_t* b, int64_t* e) {
-  int64_t per = n / parts, rem = n % parts;
-  *b = i * per + std::min<int64_t>(i, rem);
-  *e = *b + per + (i < rem ? 1 : 0);
+void ThreadPool::run_chunks(int thread_index) {
+  uint64_t w = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int64_t chunks = int64_t((w >> 16) & 0xFFFF), c = int64_t(w & 0xFFFF);
+    if (c >= chunks) return;
+    // Read before the claim; valid when the claim succeeds on this same w: the caller rewrites
+    // them only after every chunk of the job in w was claimed, which changes claim_.
+    const auto* fn = job_fn_.load(std::memory_order_relaxed);
+    const int64_t n = job_n_.load(std::memory_order_relaxed);
+    if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    int64_t b, e;
+    chunk_of(n, chunks, c, &b, &e);
+    (*fn)(b, e, thread_index);
+    done_chunks_.fetch_add(1, std::memory_order_release);
+    w = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
-  int parts = int(std::min<int64_t>(num_threads_, n));
-  if (parts <= 1) {
+  if (num_threads_ <= 1 || n == 1) {
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+  const int64_t chunks = std::min<int64_t>({n, int64_t(num_threads_) * kChunksPerThread, 0xFFFF});
+  job_fn_.store(&fn, std::memory_order_relaxed);
+  job_n_.store(n, std::memory_order_relaxed);
+  done_chunks_.store(0, std::memory_order_relaxed);
+  ++job_number_;
+  claim_.store(uint64_t(job_number_) << 32 | uint64_t(chunks) << 16, std::memory_order_release);
+  // seq_cst pair with the sleepers_ increment in worker(): either we see the sleeper and wake it,
+  // or it sees the new generation before it blocks.
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) generation_.notify_all();
+
+  run_chunks(0);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int spins = 0; done_chunks_.load(std::memory_order_acquire) != chunks; ++spins) {
+    if ((spins & 63) == 63 && std::chrono::steady_clock::now() - t0 > kCallerSpin)
+      std::this_thread::yield();
+    else
+      cpu_relax();
   }
-  cv_start_.notify_all();
-  int64_t b, e;
-  chunk_of(n, num_threads_, 0, &b, &e);
-  if (b < e) fn(b, e, 0);
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [this] { return pending_ == 0; });
-  job_ = nullptr;
 }
 
 void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
+    // Wait for a generation other than `seen`: poll first, then sleep.
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int spins = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spins) {
+        if ((spins & 63) == 63 && std::chrono::steady_clock::now() - t0 > kSpin) break;
+        cpu_relax();
+      }
+      while (g == seen) {
+        sleepers_.fetch_add(1);
+        generation_.wait(seen);
+        sleepers_.fetch_sub(1);
+        g = generation_.load(std::memory_order_acquire);
+      }
     }
-    int64_t b, e;
-    chunk_of(n, num_threads_, index, &b, &e);
-    if (b < e) (*job)(b, e, index);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    seen = g;
+    if (stop_.load()) return;
+    run_chunks(index);
   }
 }
 
