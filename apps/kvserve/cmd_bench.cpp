@@ -1,0 +1,170 @@
+// kvserve bench: prefill and batched decode throughput, the machine's read bandwidth and the
+// decode roofline fraction, and (--cache-compare) the KV cache's latency benefit. A table by
+// default, one JSON object with --json.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/benchmark.h"
+#include "util/units.h"
+
+namespace kvserve::cli {
+namespace {
+
+nlohmann::json rate_json(const Rate& r) { return {{"best", r.best}, {"median", r.median}}; }
+
+nlohmann::json to_json(const BenchReport& r) {
+  nlohmann::json j;
+  j["machine"] = {{"cpu_model", r.machine.cpu_model},
+                  {"logical_cpus", r.machine.logical_cpus},
+                  {"threads", r.machine.threads},
+                  {"isa", r.machine.isa},
+                  {"cpu_flags", r.machine.cpu_flags}};
+  j["model"] = {{"path", r.model_path}, {"arch", r.arch}, {"context_length", r.model_ctx}};
+  j["kv_type"] = r.kv_type;
+  j["weight_bytes_per_token"] = r.weight_bytes;
+  j["prefill"] = {{"tokens", r.prefill.tokens}, {"tok_per_s", rate_json(r.prefill.tok_per_s)}};
+  j["decode"] = nlohmann::json::array();
+  for (const DecodeResult& d : r.decode)
+    j["decode"].push_back({{"batch", d.batch},
+                           {"context", d.context},
+                           {"steps", d.steps},
+                           {"tok_per_s", rate_json(d.tok_per_s)},
+                           {"per_seq_tok_per_s", d.per_seq_tok_per_s},
+                           {"ms_per_step", d.ms_per_step}});
+  if (r.has_bandwidth) {
+    j["bandwidth"] = {{"gb_per_s", r.bandwidth.gb_per_s},
+                      {"median_gb_per_s", r.bandwidth.median_gb_per_s},
+                      {"buffer_bytes", r.bandwidth.buffer_bytes},
+                      {"threads", r.bandwidth.threads},
+                      {"passes", r.bandwidth.passes}};
+    j["roofline"] = {{"tok_per_s", r.roofline_tok_per_s}, {"decode_batch1_fraction", r.roofline_fraction}};
+  }
+  if (!r.cache_compare.empty()) {
+    j["cache_compare"] = nlohmann::json::array();
+    for (const CacheCompareRow& c : r.cache_compare)
+      j["cache_compare"].push_back({{"context", c.context},
+                                    {"cached_ms", c.cached_ms},
+                                    {"uncached_ms", c.uncached_ms},
+                                    {"reduction_pct", c.reduction_pct},
+                                    {"cached_tokens", c.cached_tokens},
+                                    {"uncached_tokens", c.uncached_tokens}});
+  }
+  j["notes"] = r.notes;
+  return j;
+}
+
+void print_table(const BenchReport& r, int repeat) {
+  const MachineInfo& m = r.machine;
+  std::printf("machine: %s | %d logical CPUs | %d threads | kernels: %s | cpu: %s\n", m.cpu_model.c_str(),
+              m.logical_cpus, m.threads, m.isa.c_str(), m.cpu_flags.c_str());
+  std::printf("model:   %s (%s, context %lld) | weights read per token: %s (%zu bytes) | KV %s\n",
+              r.model_path.c_str(), r.arch.c_str(), (long long)r.model_ctx,
+              format_bytes(r.weight_bytes).c_str(), r.weight_bytes, r.kv_type.c_str());
+  for (const std::string& n : r.notes) std::printf("note:    %s\n", n.c_str());
+  std::printf("\n%-22s %12s %12s\n", "", "best", "median");
+  std::printf("%-22s %12.1f %12.1f  tok/s (%d runs)\n",
+              ("prefill " + std::to_string(r.prefill.tokens)).c_str(), r.prefill.tok_per_s.best,
+              r.prefill.tok_per_s.median, repeat);
+  for (const DecodeResult& d : r.decode) {
+    char label[64];
+    std::snprintf(label, sizeof label, "decode batch %d", d.batch);
+    std::printf(
+        "%-22s %12.1f %12.1f  tok/s aggregate | %.1f tok/s per seq | %.2f ms/step | ctx %lld, %lld steps\n",
+        label, d.tok_per_s.best, d.tok_per_s.median, d.per_seq_tok_per_s, d.ms_per_step, (long long)d.context,
+        (long long)d.steps);
+  }
+  if (r.has_bandwidth) {
+    std::printf("\nread bandwidth: %.1f GB/s best, %.1f median (%s buffer, %d threads, %d passes)\n",
+                r.bandwidth.gb_per_s, r.bandwidth.median_gb_per_s,
+                format_bytes(r.bandwidth.buffer_bytes).c_str(), r.bandwidth.threads, r.bandwidth.passes);
+    std::printf("roofline: %.1f tok/s | decode batch 1 at %.1f%% of roofline\n", r.roofline_tok_per_s,
+                100.0 * r.roofline_fraction);
+  }
+  if (!r.cache_compare.empty()) {
+    std::printf("\n%8s %14s %16s %10s\n", "context", "cached ms/tok", "no-cache ms/tok", "reduction");
+    for (const CacheCompareRow& c : r.cache_compare)
+      std::printf("%8lld %14.3f %16.3f %9.1f%%\n", (long long)c.context, c.cached_ms, c.uncached_ms,
+                  c.reduction_pct);
+  }
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("bench", "measure prefill/decode throughput, memory bandwidth and the roofline");
+  struct Opts {
+    BenchOptions bench;
+    std::string batches = "1,4,8";
+    std::string kv_type = "f32";
+    std::string bw_buffer;
+    bool json = false;
+    bool no_bandwidth = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->bench.model_path, "GGUF model file")->required();
+  cmd->add_option("--prompt", o->bench.prompt_tokens, "prompt tokens (prefill length, decode context)")
+      ->capture_default_str();
+  cmd->add_option("--gen", o->bench.gen_tokens, "decode steps per batch size")->capture_default_str();
+  cmd->add_option("--batch", o->batches, "comma-separated decode batch sizes")->capture_default_str();
+  cmd->add_option("--repeat", o->bench.repeat, "timed repetitions (best and median reported)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->bench.threads, "worker threads (default: one per core)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+  cmd->add_option("--block-size", o->bench.block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_option("--bw-buffer", o->bw_buffer, "bandwidth probe buffer (e.g. 1GiB; default: 1 GiB)");
+  cmd->add_flag("--no-bandwidth", o->no_bandwidth, "skip the bandwidth probe (and the roofline)");
+  cmd->add_flag("--cache-compare", o->bench.cache_compare,
+                "per-token latency with and without the KV cache at contexts 128/512/1024/2048");
+  cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
+
+  return [o]() -> int {
+    BenchOptions& b = o->bench;
+    std::vector<int32_t> batches;
+    if (!parse_token_list(o->batches, &batches)) {
+      std::fprintf(stderr, "error: --batch must be a comma-separated list of positive integers\n");
+      return 2;
+    }
+    b.batch_sizes.assign(batches.begin(), batches.end());
+    auto kv = parse_kv_dtype(o->kv_type);
+    if (!kv.ok()) {
+      std::fprintf(stderr, "error: --kv-type: %s\n", kv.status().message().c_str());
+      return 2;
+    }
+    b.kv_type = *kv;
+    if (!o->bw_buffer.empty()) {
+      auto bytes = parse_bytes(o->bw_buffer);
+      if (!bytes.ok()) {
+        std::fprintf(stderr, "error: --bw-buffer: %s\n", bytes.status().message().c_str());
+        return 2;
+      }
+      b.bandwidth_bytes = size_t(*bytes);
+    }
+    b.measure_bandwidth = !o->no_bandwidth;
+    if (b.block_size <= 0 || b.block_size > 4096) {
+      std::fprintf(stderr, "error: --block-size must be in 1..4096\n");
+      return 2;
+    }
+    auto bench = Benchmark::create(b);
+    if (!bench.ok()) {
+      std::fprintf(stderr, "error: %s\n", bench.status().message().c_str());
+      return bench.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    if (!o->json) std::fprintf(stderr, "benchmarking %s ...\n", b.model_path.c_str());
+    auto rep = (*bench)->run_all();
+    if (!rep.ok()) {
+      std::fprintf(stderr, "error: %s\n", rep.status().message().c_str());
+      return 1;
+    }
+    if (o->json)
+      std::printf("%s\n", to_json(*rep).dump(2).c_str());
+    else
+      print_table(*rep, b.repeat);
+    return 0;
+  };
+}
+
+KVS_REGISTER_COMMAND(add_bench, 100);
+
+}  // namespace kvserve::cli

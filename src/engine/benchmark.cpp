@@ -1,0 +1,303 @@
+#include "engine/benchmark.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/vec_dot.h"
+
+namespace kvserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Median of a non-empty list; an even count averages the two middle values, so that two runs
+// do not report the better one twice.
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Best (highest) and median of rates; values is non-empty.
+Rate summarize(const std::vector<double>& values) {
+  return {*std::max_element(values.begin(), values.end()), median(values)};
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+MachineInfo detect_machine(int threads) {
+  MachineInfo m;
+  m.threads = threads;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  m.logical_cpus = online > 0 ? int(online) : 0;
+  m.isa = active_kernels().name;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::vector<std::string> flags;
+  while (std::getline(f, line)) {
+    auto value = [&]() {
+      size_t colon = line.find(':');
+      std::string v = colon == std::string::npos ? "" : line.substr(colon + 1);
+      size_t b = v.find_first_not_of(" \t");
+      return b == std::string::npos ? std::string() : v.substr(b);
+    };
+    if (m.cpu_model.empty() && line.rfind("model name", 0) == 0) m.cpu_model = value();
+    if (flags.empty() && line.rfind("flags", 0) == 0) {
+      std::istringstream words(value());
+      for (std::string w; words >> w;) flags.push_back(w);
+    }
+    if (!m.cpu_model.empty() && !flags.empty()) break;
+  }
+  if (m.cpu_model.empty()) m.cpu_model = "unknown";
+  // Only the flags a CPU inference kernel can use; the full list is in /proc/cpuinfo.
+  for (const char* name : {"avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+                           "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"}) {
+    if (std::find(flags.begin(), flags.end(), name) == flags.end()) continue;
+    if (!m.cpu_flags.empty()) m.cpu_flags += ' ';
+    m.cpu_flags += name;
+  }
+  return m;
+}
+
+Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts) {
+  if (opts.prompt_tokens < 1) return invalid_argument("--prompt must be >= 1");
+  if (opts.gen_tokens < 1) return invalid_argument("--gen must be >= 1");
+  if (opts.repeat < 1) return invalid_argument("--repeat must be >= 1");
+  if (opts.threads < 0) return invalid_argument("--threads must not be negative");
+  if (opts.batch_sizes.empty()) return invalid_argument("--batch needs at least one batch size");
+  for (int b : opts.batch_sizes)
+    if (b < 1 || b > 4096)
+      return invalid_argument("--batch sizes must be in 1..4096, got " + std::to_string(b));
+  if (opts.compare_cached_tokens < 1 || opts.compare_uncached_tokens < 1)
+    return invalid_argument("cache comparison token counts must be >= 1");
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(opts.model_path));
+  const ModelHparams& hp = model->hparams();
+  const int64_t ctx = hp.n_ctx_train > 0 ? hp.n_ctx_train : opts.prompt_tokens + opts.gen_tokens;
+  if (opts.gen_tokens >= ctx)
+    return invalid_argument("--gen " + std::to_string(opts.gen_tokens) +
+                            " leaves no room for a prompt in the " + std::to_string(ctx) + "-token context");
+  // Positions past the training context would time a model outside its range, so a prompt
+  // that does not fit with the decode steps is shortened (and the report says so).
+  const int64_t prompt = std::min(opts.prompt_tokens, ctx - opts.gen_tokens);
+
+  KvLayout layout;
+  layout.num_layers = hp.n_layer;
+  layout.num_kv_heads = hp.n_head_kv;
+  layout.head_dim = hp.head_dim;
+  layout.block_size = opts.block_size;
+  layout.dtype = opts.kv_type;
+  KVS_RETURN_IF_ERROR(layout.validate());
+  // One arena for the largest phase; phases run one after another on an emptied cache.
+  const int bs = opts.block_size;
+  const int max_batch = *std::max_element(opts.batch_sizes.begin(), opts.batch_sizes.end());
+  int64_t blocks =
+      std::max(ceil_div(prompt, bs), int64_t(max_batch) * ceil_div(prompt + opts.gen_tokens, bs));
+  if (opts.cache_compare)
+    for (int64_t c : opts.compare_contexts)
+      if (c <= ctx) blocks = std::max(blocks, ceil_div(c, bs));
+  if (blocks > INT32_MAX) return out_of_memory("the benchmark needs more KV blocks than block ids exist");
+  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, int32_t(blocks)));
+  auto b = std::unique_ptr<Benchmark>(
+      new Benchmark(std::move(model), std::move(kv), opts, ctx, prompt, opts.gen_tokens));
+  if (prompt != opts.prompt_tokens)
+    b->notes_.push_back("prompt shortened from " + std::to_string(opts.prompt_tokens) + " to " +
+                        std::to_string(prompt) + " tokens so that prompt + gen fits the " +
+                        std::to_string(ctx) + "-token context");
+  return b;
+}
+
+Benchmark::Benchmark(std::unique_ptr<Model> model, KvStorage kv, const BenchOptions& opts, int64_t ctx,
+                     int64_t prompt, int64_t gen)
+    : model_(std::move(model)),
+      kv_(std::move(kv)),
+      cache_(kv_.num_blocks(), kv_.layout().block_size),
+      pool_(opts.threads),
+      forward_(*model_, kv_, pool_),
+      opts_(opts),
+      ctx_(ctx),
+      prompt_(prompt),
+      gen_(gen),
+      rng_state_(opts.seed) {}
+
+std::vector<int32_t> Benchmark::random_tokens(int64_t n) {
+  // splitmix64: a fixed seed gives the same ids on every run and machine.
+  const uint64_t n_vocab = uint64_t(model_->hparams().n_vocab);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (auto& id : out) {
+    uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    id = int32_t((z ^ (z >> 31)) % n_vocab);
+  }
+  return out;
+}
+
+Status Benchmark::reset() {
+  std::vector<KvCacheManager::SeqId> ids;
+  for (KvCacheManager::SeqId s = 0; s < 4096 && ids.size() < cache_.num_seqs(); ++s)
+    if (cache_.has_seq(s)) ids.push_back(s);
+  for (auto s : ids) KVS_RETURN_IF_ERROR(cache_.free(s));
+  return Status::ok_status();
+}
+
+Expected<PrefillResult> Benchmark::run_prefill() {
+  KVS_RETURN_IF_ERROR(reset());
+  KVS_RETURN_IF_ERROR(cache_.allocate(0, prompt_));
+  ForwardBatch batch;
+  batch.tokens = random_tokens(prompt_);
+  batch.chunks.push_back({0, int32_t(prompt_), cache_.block_table(0), false});
+  std::vector<float> logits;
+  std::vector<double> rates;
+  // Each repetition rewrites the same slots: the work is one full prefill every time.
+  for (int r = 0; r < opts_.repeat; ++r) {
+    auto t0 = Clock::now();
+    KVS_RETURN_IF_ERROR(forward_.run(batch, &logits));
+    rates.push_back(double(prompt_) / seconds_since(t0));
+  }
+  KVS_RETURN_IF_ERROR(reset());
+  PrefillResult res;
+  res.tokens = prompt_;
+  res.tok_per_s = summarize(rates);
+  return res;
+}
+
+Expected<DecodeResult> Benchmark::run_decode(int batch_size) {
+  if (batch_size < 1) return invalid_argument("batch size must be >= 1");
+  KVS_RETURN_IF_ERROR(reset());
+  // Every sequence reserves its prompt + gen slots up front, so a repetition can replay the same
+  // decode positions (prompt .. prompt+gen-1) over the same prefilled context. Per step this does
+  // exactly the model work of live decoding; only the slot bookkeeping (append_slots, a few
+  // integer updates) is hoisted out of the timed loop.
+  for (int i = 0; i < batch_size; ++i) KVS_RETURN_IF_ERROR(cache_.allocate(i, prompt_ + gen_));
+  std::vector<float> logits;
+  {
+    ForwardBatch pre;
+    for (int i = 0; i < batch_size; ++i) {
+      std::vector<int32_t> t = random_tokens(prompt_);
+      pre.tokens.insert(pre.tokens.end(), t.begin(), t.end());
+      pre.chunks.push_back({0, int32_t(prompt_), cache_.block_table(i), false});
+    }
+    KVS_RETURN_IF_ERROR(forward_.run(pre, &logits));
+  }
+  // [gen][batch] decode inputs, drawn before timing.
+  std::vector<int32_t> inputs = random_tokens(gen_ * batch_size);
+  ForwardBatch step;
+  step.tokens.resize(size_t(batch_size));
+  for (int i = 0; i < batch_size; ++i) step.chunks.push_back({prompt_, 1, cache_.block_table(i), false});
+  std::vector<double> rates, step_ms;
+  for (int r = 0; r < opts_.repeat; ++r) {
+    auto t0 = Clock::now();
+    for (int64_t s = 0; s < gen_; ++s) {
+      for (int i = 0; i < batch_size; ++i) {
+        step.tokens[size_t(i)] = inputs[size_t(s * batch_size + i)];
+        step.chunks[size_t(i)].start_pos = prompt_ + s;
+      }
+      KVS_RETURN_IF_ERROR(forward_.run(step, &logits));
+    }
+    double sec = seconds_since(t0);
+    rates.push_back(double(batch_size) * double(gen_) / sec);
+    step_ms.push_back(sec * 1e3 / double(gen_));
+  }
+  KVS_RETURN_IF_ERROR(reset());
+  DecodeResult res;
+  res.batch = batch_size;
+  res.context = prompt_;
+  res.steps = gen_;
+  res.tok_per_s = summarize(rates);
+  res.per_seq_tok_per_s = res.tok_per_s.best / batch_size;
+  res.ms_per_step = *std::min_element(step_ms.begin(), step_ms.end());
+  return res;
+}
+
+Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
+  std::vector<CacheCompareRow> rows;
+  std::vector<float> logits;
+  for (int64_t c : opts_.compare_contexts) {
+    if (c < 2 || c > ctx_) continue;
+    CacheCompareRow row;
+    row.context = c;
+    std::vector<int32_t> tokens = random_tokens(c);
+    // With the cache: prefill all but the last n positions, then decode them one at a time, so
+    // the timed tokens see contexts c-n+1 .. c.
+    const int64_t n = std::min<int64_t>(opts_.compare_cached_tokens, c - 1);
+    KVS_RETURN_IF_ERROR(reset());
+    KVS_RETURN_IF_ERROR(cache_.allocate(0, c - n));
+    ForwardBatch batch;
+    batch.tokens.assign(tokens.begin(), tokens.begin() + (c - n));
+    batch.chunks.push_back({0, int32_t(c - n), cache_.block_table(0), false});
+    KVS_RETURN_IF_ERROR(forward_.run(batch, &logits));
+    std::vector<double> ms;
+    for (int64_t p = c - n; p < c; ++p) {
+      auto t0 = Clock::now();
+      KVS_RETURN_IF_ERROR(cache_.append_slots(0, 1));
+      ForwardBatch one;
+      one.tokens = {tokens[size_t(p)]};
+      one.chunks.push_back({p, 1, cache_.block_table(0), false});
+      KVS_RETURN_IF_ERROR(forward_.run(one, &logits));
+      ms.push_back(seconds_since(t0) * 1e3);
+    }
+    row.cached_ms = median(ms);
+    row.cached_tokens = int(n);
+    // Without the cache, as Generator does under --no-cache: forget the sequence's K/V and
+    // recompute all c positions to produce one token.
+    ms.clear();
+    ForwardBatch full;
+    full.tokens = tokens;
+    for (int k = 0; k < opts_.compare_uncached_tokens; ++k) {
+      auto t0 = Clock::now();
+      KVS_RETURN_IF_ERROR(cache_.free(0));
+      KVS_RETURN_IF_ERROR(cache_.allocate(0, c));
+      full.chunks = {{0, int32_t(c), cache_.block_table(0), false}};
+      KVS_RETURN_IF_ERROR(forward_.run(full, &logits));
+      ms.push_back(seconds_since(t0) * 1e3);
+    }
+    row.uncached_ms = median(ms);
+    row.uncached_tokens = opts_.compare_uncached_tokens;
+    row.reduction_pct = row.uncached_ms > 0 ? 100.0 * (1.0 - row.cached_ms / row.uncached_ms) : 0;
+    rows.push_back(row);
+  }
+  KVS_RETURN_IF_ERROR(reset());
+  return rows;
+}
+
+Expected<BenchReport> Benchmark::run_all() {
+  BenchReport rep;
+  rep.machine = detect_machine(pool_.num_threads());
+  rep.model_path = opts_.model_path;
+  rep.arch = model_->hparams().arch;
+  rep.model_ctx = ctx_;
+  rep.kv_type = kv_dtype_name(opts_.kv_type);
+  rep.weight_bytes = model_->weight_bytes();
+  KVS_ASSIGN_OR_RETURN(rep.prefill, run_prefill());
+  for (int b : opts_.batch_sizes) {
+    KVS_ASSIGN_OR_RETURN(DecodeResult d, run_decode(b));
+    rep.decode.push_back(d);
+  }
+  if (opts_.cache_compare) {
+    KVS_ASSIGN_OR_RETURN(rep.cache_compare, run_cache_compare());
+  }
+  if (opts_.measure_bandwidth) {
+    KVS_ASSIGN_OR_RETURN(rep.bandwidth,
+                         measure_read_bandwidth(pool_, opts_.bandwidth_bytes, opts_.bandwidth_passes));
+    rep.has_bandwidth = true;
+    if (rep.weight_bytes > 0)
+      rep.roofline_tok_per_s = rep.bandwidth.gb_per_s * 1e9 / double(rep.weight_bytes);
+    for (const DecodeResult& d : rep.decode)
+      if (d.batch == 1 && rep.roofline_tok_per_s > 0)
+        rep.roofline_fraction = d.tok_per_s.best / rep.roofline_tok_per_s;
+  }
+  rep.notes = notes_;
+  return rep;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,150 @@
+// The bench engine on stories260K with tiny sizes: structure and sanity of every figure.
+// No timing thresholds: test machines are noisy and shared.
+#include "engine/benchmark.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kvserve {
+namespace {
+
+std::string stories() { return std::string(KVS_SHARED_DIR) + "/models/stories260K.gguf"; }
+
+BenchOptions tiny_options() {
+  BenchOptions o;
+  o.model_path = stories();
+  o.prompt_tokens = 16;
+  o.gen_tokens = 4;
+  o.batch_sizes = {1, 3};
+  o.repeat = 2;
+  o.threads = 2;
+  o.bandwidth_bytes = size_t(8) << 20;  // small: this checks the plumbing, not the machine
+  o.bandwidth_passes = 2;
+  return o;
+}
+
+TEST(Benchmark, FullReportIsComplete) {
+  BenchOptions o = tiny_options();
+  o.cache_compare = true;
+  // The last one exceeds every model's context and must be skipped.
+  o.compare_contexts = {128, 256, int64_t(1) << 40};
+  o.compare_cached_tokens = 2;
+  o.compare_uncached_tokens = 1;
+  auto b = Benchmark::create(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto rep = (*b)->run_all();
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  const BenchReport& r = *rep;
+
+  EXPECT_EQ(r.weight_bytes, (*b)->model().weight_bytes());
+  EXPECT_GT(r.weight_bytes, 0u);
+  EXPECT_EQ(r.machine.threads, 2);
+  EXPECT_FALSE(r.machine.cpu_model.empty());
+  EXPECT_FALSE(r.machine.isa.empty());
+  EXPECT_GT(r.machine.logical_cpus, 0);
+  EXPECT_EQ(r.arch, (*b)->model().hparams().arch);
+  EXPECT_EQ(r.kv_type, "f32");
+
+  EXPECT_EQ(r.prefill.tokens, 16);
+  EXPECT_GT(r.prefill.tok_per_s.best, 0);
+  EXPECT_GE(r.prefill.tok_per_s.best, r.prefill.tok_per_s.median);
+
+  ASSERT_EQ(r.decode.size(), 2u);
+  EXPECT_EQ(r.decode[0].batch, 1);
+  EXPECT_EQ(r.decode[1].batch, 3);
+  for (const DecodeResult& d : r.decode) {
+    EXPECT_EQ(d.context, 16);
+    EXPECT_EQ(d.steps, 4);
+    EXPECT_GT(d.tok_per_s.best, 0);
+    EXPECT_GE(d.tok_per_s.best, d.tok_per_s.median);
+    EXPECT_GT(d.ms_per_step, 0);
+    EXPECT_DOUBLE_EQ(d.per_seq_tok_per_s, d.tok_per_s.best / d.batch);
+  }
+
+  ASSERT_TRUE(r.has_bandwidth);
+  EXPECT_GT(r.bandwidth.gb_per_s, 0);
+  EXPECT_GE(r.bandwidth.gb_per_s, r.bandwidth.median_gb_per_s);
+  EXPECT_EQ(r.bandwidth.threads, 2);
+  EXPECT_GE(r.bandwidth.buffer_bytes, size_t(7) << 20);
+  EXPECT_NEAR(r.roofline_tok_per_s, r.bandwidth.gb_per_s * 1e9 / double(r.weight_bytes),
+              1e-6 * r.roofline_tok_per_s);
+  EXPECT_NEAR(r.roofline_fraction, r.decode[0].tok_per_s.best / r.roofline_tok_per_s, 1e-9);
+
+  // Only the contexts that fit the model's context appear, in order.
+  std::vector<int64_t> want;
+  for (int64_t c : o.compare_contexts)
+    if (c <= (*b)->context_length()) want.push_back(c);
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(r.cache_compare.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const CacheCompareRow& c = r.cache_compare[i];
+    EXPECT_EQ(c.context, want[i]);
+    EXPECT_GT(c.cached_ms, 0);
+    EXPECT_GT(c.uncached_ms, 0);
+    EXPECT_EQ(c.cached_tokens, 2);
+    EXPECT_EQ(c.uncached_tokens, 1);
+    EXPECT_LT(c.reduction_pct, 100.0);
+  }
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST(Benchmark, PromptIsShortenedToFitTheContext) {
+  BenchOptions o = tiny_options();
+  o.prompt_tokens = 1 << 20;
+  auto b = Benchmark::create(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ((*b)->notes().size(), 1u);
+  // One prefill of the whole context is cheap for stories260K; decode would add nothing new.
+  auto pre = (*b)->run_prefill();
+  ASSERT_TRUE(pre.ok()) << pre.status().to_string();
+  EXPECT_EQ(pre->tokens + o.gen_tokens, (*b)->context_length());
+}
+
+TEST(Benchmark, WithoutBandwidthThereIsNoRoofline) {
+  BenchOptions o = tiny_options();
+  o.measure_bandwidth = false;
+  o.batch_sizes = {1};
+  o.repeat = 1;
+  auto b = Benchmark::create(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto rep = (*b)->run_all();
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  EXPECT_FALSE(rep->has_bandwidth);
+  EXPECT_EQ(rep->roofline_fraction, 0);
+  EXPECT_TRUE(rep->notes.empty());
+}
+
+TEST(Benchmark, RejectsBadOptions) {
+  auto bad = [](auto edit) {
+    BenchOptions o = tiny_options();
+    edit(o);
+    auto b = Benchmark::create(o);
+    return !b.ok() && b.status().code() == StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.prompt_tokens = 0; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.prompt_tokens = -1; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.gen_tokens = 0; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.gen_tokens = 1 << 20; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.batch_sizes = {}; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.batch_sizes = {1, 0}; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.repeat = 0; }));
+  EXPECT_TRUE(bad([](BenchOptions& o) { o.threads = -2; }));
+  BenchOptions missing = tiny_options();
+  missing.model_path = "/nonexistent/model.gguf";
+  EXPECT_FALSE(Benchmark::create(missing).ok());
+}
+
+TEST(MemBandwidth, ProbeReportsPositiveRate) {
+  ThreadPool pool(2);
+  auto bw = measure_read_bandwidth(pool, size_t(4) << 20, 2);
+  ASSERT_TRUE(bw.ok()) << bw.status().to_string();
+  EXPECT_GT(bw->gb_per_s, 0);
+  EXPECT_EQ(bw->passes, 2);
+  EXPECT_FALSE(measure_read_bandwidth(pool, 1024, 1).ok());
+  EXPECT_FALSE(measure_read_bandwidth(pool, size_t(4) << 20, 0).ok());
+  EXPECT_GE(default_bandwidth_buffer_bytes(), size_t(64) << 20);
+}
+
+}  // namespace
+}  // namespace kvserve
