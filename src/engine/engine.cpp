@@ -1,0 +1,343 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace kvserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
+
+// When the loop has nothing to run it sleeps on the queue this long at most, so that cancels
+// and timeouts of waiting requests are still noticed promptly.
+constexpr std::chrono::milliseconds kIdleWait{10};
+constexpr int kMaxTopLogprobs = 20;
+
+Status validate_config(const EngineConfig& c) {
+  if (c.max_seqs < 1) return invalid_argument("max_seqs must be >= 1, got " + std::to_string(c.max_seqs));
+  if (c.max_batched_tokens < 1)
+    return invalid_argument("max_batched_tokens must be >= 1, got " + std::to_string(c.max_batched_tokens));
+  if (c.max_queue < 1) return invalid_argument("max_queue must be >= 1, got " + std::to_string(c.max_queue));
+  if (c.ctx < 0) return invalid_argument("ctx must be >= 0, got " + std::to_string(c.ctx));
+  return Status::ok_status();
+}
+
+}  // namespace
+
+// ---- creation ----
+
+Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t,
+                   KvStorage storage, int64_t context)
+    : config(cfg),
+      ctx(context),
+      model(std::move(m)),
+      tokenizer(std::move(t)),
+      kv(std::move(storage)),
+      queue(size_t(cfg.max_queue)),
+      cache(kv.num_blocks(), kv.layout().block_size),
+      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens}, cache),
+      runner(*model, kv, cfg.threads) {
+  model_name = model->hparams().name;
+  if (model_name.empty()) model_name = std::filesystem::path(cfg.model_path).stem().string();
+  chat_template = model->gguf().get_string_or("tokenizer.chat_template", "");
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  KVS_RETURN_IF_ERROR(validate_config(config));
+  KVS_ASSIGN_OR_RETURN(KvDType dtype, parse_kv_dtype(config.kv_type));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(config.model_path));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(model->gguf()));
+  const ModelHparams& hp = model->hparams();
+  if (tok->n_vocab() != hp.n_vocab)
+    return corrupt(config.model_path + ": tokenizer has " + std::to_string(tok->n_vocab()) +
+                   " tokens but the model's vocabulary has " + std::to_string(hp.n_vocab));
+  KvLayout layout;
+  layout.num_layers = hp.n_layer;
+  layout.num_kv_heads = hp.n_head_kv;
+  layout.head_dim = hp.head_dim;
+  layout.block_size = config.block_size;
+  layout.dtype = dtype;
+  KVS_RETURN_IF_ERROR(layout.validate());
+  int64_t ctx = config.ctx > 0 ? config.ctx : hp.n_ctx_train;
+  int32_t num_blocks = 0;
+  if (!config.kv_memory.empty()) {
+    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_memory(layout, config.kv_memory));
+    // A sequence can never hold more than the arena, so the budget caps the context. This
+    // also guarantees the scheduler's progress: the longest sequence fits in the whole pool.
+    ctx = std::min<int64_t>(ctx, int64_t(num_blocks) * layout.block_size);
+    if (ctx <= 0)
+      return out_of_memory("kv_memory " + config.kv_memory + " holds no KV block of " +
+                           std::to_string(layout.block_bytes()) + " bytes");
+  } else {
+    // Enough for one sequence of the full context; concurrent ones share it and are
+    // preempted (recomputed later) when it runs out.
+    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
+  }
+  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
+  auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx);
+  Impl* p = impl.get();
+  std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
+  p->loop_alive = true;
+  p->publish_stats();
+  p->thread = std::thread([p] { p->loop(); });
+  return engine;
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+// ---- caller-thread API ----
+
+Expected<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest request) {
+  Impl& m = *impl_;
+  if (m.stopping.load()) return unsupported("the engine is shutting down");
+  if (request.prompt.empty()) return invalid_argument("the prompt is empty");
+  const int32_t n_vocab = m.tokenizer->n_vocab();
+  for (int32_t t : request.prompt)
+    if (t < 0 || t >= n_vocab)
+      return invalid_argument("prompt token " + std::to_string(t) + " is outside the vocabulary of " +
+                              std::to_string(n_vocab) + " tokens");
+  const SamplingParams& p = request.params;
+  if (p.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(p.max_tokens));
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs)
+    return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
+                            std::to_string(request.top_logprobs));
+  if (request.timeout_seconds < 0) return invalid_argument("timeout_seconds must be >= 0");
+  const int64_t need = int64_t(request.prompt.size()) + p.max_tokens;
+  if (need > m.ctx)
+    return invalid_argument("prompt of " + std::to_string(request.prompt.size()) + " tokens + max_tokens " +
+                            std::to_string(p.max_tokens) + " = " + std::to_string(need) +
+                            " tokens exceeds the context length of " + std::to_string(m.ctx) + " tokens");
+  auto handle = std::make_shared<RequestHandle>(m.next_id.fetch_add(1));
+  PendingRequest pr{handle, std::move(request), Clock::now()};
+  KVS_RETURN_IF_ERROR(m.queue.push(std::move(pr), m.num_waiting.load()));
+  m.requests_total.fetch_add(1);
+  return handle;
+}
+
+std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_special, parse_special);
+}
+std::string Engine::detokenize(const std::vector<int32_t>& tokens) const { return impl_->tokenizer->decode(tokens); }
+std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenizer->token_to_piece(token); }
+bool Engine::is_eog(int32_t token) const { return impl_->tokenizer->is_eog(token); }
+int32_t Engine::bos_id() const { return impl_->tokenizer->bos_id(); }
+int32_t Engine::eos_id() const { return impl_->tokenizer->eos_id(); }
+const std::string& Engine::model_name() const { return impl_->model_name; }
+int64_t Engine::context_length() const { return impl_->ctx; }
+int Engine::n_vocab() const { return impl_->tokenizer->n_vocab(); }
+std::string Engine::chat_template() const { return impl_->chat_template; }
+const EngineConfig& Engine::config() const { return impl_->config; }
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    s = impl_->stats_snapshot;
+  }
+  s.num_waiting += int(impl_->queue.size());
+  s.requests_total = impl_->requests_total.load();
+  s.loop_alive = impl_->loop_alive.load();
+  return s;
+}
+
+bool Engine::healthy() const { return impl_->loop_alive.load() && !impl_->stopping.load(); }
+
+void Engine::shutdown(std::chrono::milliseconds drain_deadline) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.shutdown_mu);
+  if (!m.thread.joinable()) return;
+  const auto deadline = Clock::now() + drain_deadline;
+  m.drain_deadline_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+  m.queue.close();
+  m.stopping.store(true);
+  m.queue.wake();
+  m.thread.join();
+}
+
+// ---- loop thread ----
+
+void Engine::Impl::loop() {
+  for (;;) {
+    admit_pending();
+    const SteadyTime now = Clock::now();
+    expire(now);
+    if (stopping.load()) {
+      const SteadyTime deadline{std::chrono::nanoseconds(drain_deadline_ns.load())};
+      if (active.empty() || now >= deadline) break;
+    }
+    if (!scheduler.has_work()) {
+      publish_stats();
+      queue.wait_for_work(kIdleWait);
+      continue;
+    }
+    step();
+    publish_stats();
+  }
+  // Requests pushed just before the queue closed are admitted so they get an answer too.
+  admit_pending();
+  std::vector<SeqId> ids;
+  for (auto& [id, a] : active) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (SeqId id : ids) finish(id, "cancelled");
+  loop_alive.store(false);
+  publish_stats();
+}
+
+void Engine::Impl::admit_pending() {
+  for (PendingRequest& p : queue.drain()) {
+    const SeqId id = SeqId(p.handle->id());
+    auto a = std::make_unique<ActiveRequest>(std::move(p), *tokenizer);
+    a->result.prompt_tokens = int64_t(a->request.prompt.size());
+    Status st = scheduler.add(id, a->request.prompt);
+    active.emplace(id, std::move(a));
+    if (!st.ok()) {
+      finish(id, "error", st.to_string());
+    } else if (active[id]->request.params.max_tokens == 0) {
+      finish(id, "length");  // nothing to generate: answer without running the prompt
+    }
+  }
+  num_waiting.store(size_t(scheduler.num_waiting()));
+}
+
+void Engine::Impl::expire(SteadyTime now) {
+  std::vector<std::pair<SeqId, const char*>> ends;
+  for (auto& [id, a] : active) {
+    if (a->handle->cancel_requested()) {
+      ends.emplace_back(id, "cancelled");
+    } else if (a->request.timeout_seconds > 0 && seconds_between(a->submitted, now) >= a->request.timeout_seconds) {
+      ends.emplace_back(id, "timeout");
+    }
+  }
+  for (auto& [id, reason] : ends) finish(id, reason);
+}
+
+void Engine::Impl::step() {
+  ScheduleOutput out = scheduler.schedule();
+  for (SeqId id : out.preempted) {
+    auto it = active.find(id);
+    if (it != active.end()) ++it->second->result.preemptions;
+  }
+  num_waiting.store(size_t(scheduler.num_waiting()));
+  if (out.empty()) {
+    // Nothing fits this step (cannot last: running sequences finish and free blocks).
+    queue.wait_for_work(std::chrono::milliseconds(1));
+    return;
+  }
+  const SteadyTime now = Clock::now();
+  for (const ScheduledChunk& c : out.chunks) {
+    ActiveRequest& a = *active.at(c.seq);
+    if (!a.scheduled) {
+      a.scheduled = true;
+      a.result.queue_seconds = seconds_between(a.submitted, now);
+    }
+  }
+  Status st = runner.run(out, scheduler, cache, &logits);
+  ++steps_total;
+  if (!st.ok()) {
+    // The pass validates before writing, so the cache is as it was; the affected sequences'
+    // bookkeeping has moved on, so they end with the error rather than retry forever.
+    for (const ScheduledChunk& c : out.chunks) finish(c.seq, "error", st.to_string());
+    return;
+  }
+  const size_t n_vocab = size_t(runner.n_vocab());
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
+    if (!c.sample) continue;
+    auto it = active.find(c.seq);
+    if (it == active.end()) continue;
+    postprocess(*it->second, c.seq, logits.data() + i * n_vocab);
+    if (!config.use_cache && active.count(c.seq) != 0) {
+      // The no-cache baseline: forget the K/V so the next step recomputes everything.
+      Status rs = scheduler.reset_computed(c.seq);
+      if (!rs.ok()) finish(c.seq, "error", rs.to_string());
+    }
+  }
+}
+
+void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
+  const std::span<const float> lg(row, size_t(runner.n_vocab()));
+  const Sequence* s = scheduler.find(id);
+  const int32_t tok = a.sampler.sample(lg, s->tokens);
+  const SteadyTime now = Clock::now();
+  if (a.result.generated_tokens == 0 && a.result.ttft_seconds == 0) {
+    a.result.ttft_seconds = seconds_between(a.submitted, now);
+  } else {
+    a.result.inter_token_seconds.push_back(seconds_between(a.last_token, now));
+  }
+  a.last_token = now;
+  const SamplingParams& p = a.request.params;
+  if (!p.ignore_eos && tokenizer->is_eog(tok)) {
+    finish(id, "stop");  // the end-of-generation token itself is not part of the output
+    return;
+  }
+  Status st = scheduler.append_token(id, tok);
+  if (!st.ok()) {
+    finish(id, "error", st.to_string());
+    return;
+  }
+  ++generation_tokens_total;
+  a.result.tokens.push_back(tok);
+  ++a.result.generated_tokens;
+  StreamDelta d;
+  d.tokens.push_back(tok);
+  if (a.request.logprobs) d.logprobs.push_back(token_logprobs(lg, tok, a.request.top_logprobs));
+  d.text = a.stops.push(a.detok.push(tok));
+  a.result.text += d.text;
+  RequestHandleWriter::push(*a.handle, std::move(d));
+  if (a.stops.stopped()) {
+    finish(id, "stop");
+  } else if (a.result.generated_tokens >= p.max_tokens || s->num_tokens() >= ctx) {
+    finish(id, "length");
+  }
+}
+
+void Engine::Impl::finish(SeqId id, const std::string& reason, const std::string& error) {
+  auto it = active.find(id);
+  if (it == active.end()) return;
+  ActiveRequest& a = *it->second;
+  if (reason != "error" && !a.stops.stopped()) {
+    // Release the text held back for a possible stop string or an incomplete character.
+    StreamDelta d;
+    d.text = a.stops.push(a.detok.flush());
+    if (!a.stops.stopped()) d.text += a.stops.flush();
+    a.result.text += d.text;
+    RequestHandleWriter::push(*a.handle, std::move(d));
+  }
+  if (scheduler.find(id) != nullptr) {
+    Status st = scheduler.remove(id);
+    KVS_ASSERT(st.ok(), "removing a known sequence");
+  }
+  a.result.finish_reason = reason;
+  a.result.error = error;
+  a.result.total_seconds = seconds_between(a.submitted, Clock::now());
+  prompt_tokens_total += a.result.prompt_tokens;
+  ++requests_finished;
+  RequestHandleWriter::finish(*a.handle, std::move(a.result));
+  active.erase(it);
+  num_waiting.store(size_t(scheduler.num_waiting()));
+}
+
+void Engine::Impl::publish_stats() {
+  EngineStats s;
+  s.num_running = scheduler.num_running();
+  s.num_waiting = scheduler.num_waiting();
+  s.kv_blocks_total = cache.num_blocks_total();
+  s.kv_blocks_used = cache.num_blocks_used();
+  const size_t block_bytes = kv.layout().block_bytes();
+  s.kv_bytes_total = size_t(s.kv_blocks_total) * block_bytes;
+  s.kv_bytes_used = size_t(s.kv_blocks_used) * block_bytes;
+  s.prompt_tokens_total = prompt_tokens_total;
+  s.generation_tokens_total = generation_tokens_total;
+  s.preemptions_total = scheduler.num_preemptions();
+  s.requests_finished = requests_finished;
+  s.steps_total = steps_total;
+  s.loop_alive = loop_alive.load();
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats_snapshot = s;
+}
+
+}  // namespace kvserve

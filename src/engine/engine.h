@@ -1,0 +1,95 @@
+// Engine::Impl: the state behind include/kvserve/engine.h. Everything below `queue` is owned
+// by the loop thread (the only thread that runs the model or touches the KV cache); caller
+// threads reach it only through `queue`, the atomics and the published stats snapshot.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "engine/request_queue.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_storage.h"
+#include "kvserve/engine.h"
+#include "model/model.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+// Per-request state the scheduler does not know about: sampling, text and timing.
+struct ActiveRequest {
+  ActiveRequest(PendingRequest p, const Tokenizer& tok)
+      : handle(std::move(p.handle)),
+        request(std::move(p.request)),
+        submitted(p.submitted),
+        sampler(request.params),
+        detok(tok),
+        stops(request.params.stop) {}
+
+  std::shared_ptr<RequestHandle> handle;
+  GenerationRequest request;
+  SteadyTime submitted;
+  SteadyTime last_token;
+  bool scheduled = false;  // queue_seconds recorded
+  Sampler sampler;
+  StreamDetokenizer detok;
+  StopMatcher stops;
+  RequestResult result;
+};
+
+struct Engine::Impl {
+  Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t, KvStorage storage,
+       int64_t context);
+
+  // The loop thread body: admit → expire → schedule → run → postprocess, until shutdown.
+  void loop();
+  void admit_pending();
+  void expire(SteadyTime now);
+  void step();
+  void postprocess(ActiveRequest& a, SeqId id, const float* row);
+  // Ends a request: flushes held-back text, frees its sequence, publishes the result.
+  void finish(SeqId id, const std::string& reason, const std::string& error = "");
+  void publish_stats();
+
+  const EngineConfig config;
+  std::string model_name;
+  std::string chat_template;
+  const int64_t ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  KvStorage kv;
+  RequestQueue queue;
+
+  // ---- loop thread only ----
+  KvCacheManager cache;
+  Scheduler scheduler;
+  ModelRunner runner;
+  std::unordered_map<SeqId, std::unique_ptr<ActiveRequest>> active;
+  std::vector<float> logits;  // [num chunks][n_vocab] of the last step
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t requests_finished = 0;
+  int64_t steps_total = 0;
+
+  // ---- shared ----
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<int64_t> requests_total{0};
+  std::atomic<size_t> num_waiting{0};  // scheduler's waiting count, for the queue limit
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> loop_alive{false};
+  std::atomic<int64_t> drain_deadline_ns{0};  // steady_clock time since epoch, set before `stopping`
+  mutable std::mutex stats_mu;
+  EngineStats stats_snapshot;  // guarded by stats_mu
+  std::mutex shutdown_mu;
+  std::thread thread;
+};
+
+}  // namespace kvserve

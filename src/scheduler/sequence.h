@@ -1,0 +1,36 @@
+// Sequence: what the scheduler knows about one request. Metadata only: token ids and how
+// many of them have K/V in the cache; sampling state and text live in the engine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kvcache/kv_cache_manager.h"
+
+namespace kvserve {
+
+using SeqId = KvCacheManager::SeqId;
+
+enum class SeqStatus : uint8_t {
+  kWaiting,  // queued (new, or preempted: holds no KV blocks)
+  kRunning,  // holds KV blocks for positions [0, num_computed) and is scheduled each step
+};
+
+struct Sequence {
+  SeqId id = 0;
+  uint64_t arrival = 0;              // admission order key: lower arrived first
+  std::vector<int32_t> tokens;       // prompt followed by the generated tokens
+  int64_t num_prompt_tokens = 0;
+  // Tokens whose K/V are in the cache. After a preemption this drops to 0 and the prompt and
+  // every generated token are computed again (recompute), which reproduces the same K/V.
+  int64_t num_computed = 0;
+  int64_t num_preemptions = 0;
+  SeqStatus status = SeqStatus::kWaiting;
+
+  int64_t num_tokens() const { return int64_t(tokens.size()); }
+  int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to run through the model before the next token can be sampled.
+  int64_t num_uncomputed() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace kvserve

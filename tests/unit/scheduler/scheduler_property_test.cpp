@@ -1,0 +1,152 @@
+// Randomized scheduler runs against a model of what must happen: sequences arrive, run,
+// finish or are cancelled on a small block pool, and after EVERY step the scheduler and the
+// KV cache manager are checked (verify(), the token budget, chunk positions, FCFS order),
+// preempted sequences recompute exactly their tokens, and every sequence finishes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "scheduler/scheduler.h"
+
+namespace kvserve {
+namespace {
+
+struct ModelSeq {
+  std::vector<int32_t> tokens;  // what the scheduler must hold: prompt + appended tokens
+  int64_t computed = 0;         // positions the model says have K/V
+  int64_t target_generated = 0; // finishes after sampling this many tokens
+  bool done = false;
+};
+
+int32_t token_for(SeqId id, size_t pos) { return int32_t((id * 131 + int64_t(pos) * 7) % 1000); }
+
+struct RunStats {
+  int64_t preemptions = 0;
+  int64_t finished = 0;
+  int64_t cancelled = 0;
+};
+
+RunStats run_random(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int block_size = std::vector<int>{1, 2, 4, 8}[size_t(uni(0, 3))];
+  const int num_blocks = uni(24, 48) / block_size + 2;
+  const int64_t capacity = int64_t(num_blocks) * block_size;
+  SchedulerConfig cfg;
+  cfg.max_seqs = uni(1, 6);
+  cfg.max_batched_tokens = uni(1, 24);
+  KvCacheManager cache(num_blocks, block_size);
+  Scheduler sched(cfg, cache);
+  std::map<SeqId, ModelSeq> model;
+  RunStats rs;
+  SeqId next_id = 1;
+  const int num_arrivals = 30;
+  std::vector<SeqId> arrival_order;  // the FCFS reference
+
+  auto check_step = [&](const ScheduleOutput& out) {
+    Status v = sched.verify();
+    EXPECT_TRUE(v.ok()) << v.to_string() << " (seed " << seed << ")";
+    int64_t sum = 0;
+    std::set<SeqId> in_chunks;
+    const std::vector<SeqId> running = sched.running_ids();
+    const std::set<SeqId> running_set(running.begin(), running.end());
+    for (SeqId p : out.preempted) {
+      EXPECT_EQ(running_set.count(p), 0u);
+      model[p].computed = 0;  // recompute from position 0
+      ++rs.preemptions;
+    }
+    for (const ScheduledChunk& c : out.chunks) {
+      sum += c.num_tokens;
+      EXPECT_TRUE(in_chunks.insert(c.seq).second) << "two chunks for one sequence";
+      EXPECT_EQ(running_set.count(c.seq), 1u) << "chunk of a sequence that is not running";
+      ModelSeq& m = model[c.seq];
+      EXPECT_EQ(c.start_pos, m.computed) << "chunk does not continue where the cache ends";
+      EXPECT_GE(c.num_tokens, 1);
+      m.computed += c.num_tokens;
+      EXPECT_LE(m.computed, int64_t(m.tokens.size()));
+      EXPECT_EQ(c.sample, m.computed == int64_t(m.tokens.size()));
+    }
+    EXPECT_EQ(sum, out.num_batched_tokens);
+    EXPECT_LE(sum, cfg.max_batched_tokens);
+    EXPECT_LE(int(running.size()), cfg.max_seqs);
+    // FCFS: running then waiting, in arrival order, is the arrival order of live sequences.
+    std::vector<SeqId> live = running;
+    for (SeqId w : sched.waiting_ids()) live.push_back(w);
+    std::vector<SeqId> expected;
+    for (SeqId id : arrival_order)
+      if (!model[id].done) expected.push_back(id);
+    EXPECT_EQ(live, expected) << "seed " << seed;
+    for (SeqId id : running) EXPECT_EQ(cache.num_tokens(id), model[id].computed);
+  };
+
+  auto finish = [&](SeqId id, bool cancelled) {
+    ASSERT_TRUE(sched.remove(id).ok());
+    model[id].done = true;
+    (cancelled ? rs.cancelled : rs.finished)++;
+  };
+
+  int64_t steps = 0;
+  while (next_id <= num_arrivals || sched.has_work()) {
+    ++steps;
+    if (steps > 20000) {
+      ADD_FAILURE() << "no progress after 20000 steps (seed " << seed << ")";
+      break;
+    }
+    if (next_id <= num_arrivals && uni(0, 9) < 4) {
+      const int prompt_len = uni(1, int(std::min<int64_t>(20, capacity - 1)));
+      const int gen = uni(1, int(std::min<int64_t>(15, capacity - prompt_len)));
+      ModelSeq m;
+      for (int i = 0; i < prompt_len; ++i) m.tokens.push_back(token_for(next_id, size_t(i)));
+      m.target_generated = gen;
+      EXPECT_TRUE(sched.add(next_id, m.tokens).ok());
+      model[next_id] = m;
+      arrival_order.push_back(next_id);
+      ++next_id;
+    }
+    if (uni(0, 99) < 4) {
+      std::vector<SeqId> live;
+      for (auto& [id, m] : model)
+        if (!m.done) live.push_back(id);
+      if (!live.empty()) finish(live[size_t(uni(0, int(live.size()) - 1))], true);
+    }
+    ScheduleOutput out = sched.schedule();
+    check_step(out);
+    if (::testing::Test::HasFailure()) break;
+    for (const ScheduledChunk& c : out.chunks) {
+      if (!c.sample) continue;
+      ModelSeq& m = model[c.seq];
+      const int64_t generated = int64_t(m.tokens.size()) - int64_t(sched.find(c.seq)->num_prompt_tokens);
+      if (generated + 1 >= m.target_generated) {
+        finish(c.seq, false);  // the sampled token is the last one: nothing more to compute
+        continue;
+      }
+      const int32_t t = token_for(c.seq, m.tokens.size());
+      EXPECT_TRUE(sched.append_token(c.seq, t).ok());
+      m.tokens.push_back(t);
+      // Recompute keeps the exact tokens: the scheduler's copy equals the model's.
+      EXPECT_EQ(sched.find(c.seq)->tokens, m.tokens);
+    }
+    Status v = sched.verify();
+    EXPECT_TRUE(v.ok()) << v.to_string();
+  }
+  EXPECT_EQ(rs.finished + rs.cancelled, num_arrivals) << "seed " << seed;
+  EXPECT_EQ(cache.num_blocks_used(), 0);
+  EXPECT_EQ(sched.num_preemptions(), rs.preemptions);
+  return rs;
+}
+
+TEST(SchedulerProperty, RandomRunsKeepEveryInvariantAndFinish) {
+  int64_t preemptions = 0;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    RunStats rs = run_random(seed);
+    preemptions += rs.preemptions;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(preemptions, 0) << "the pools are small enough that some runs must preempt";
+}
+
+}  // namespace
+}  // namespace kvserve
