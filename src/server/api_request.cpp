@@ -1,0 +1,244 @@
+#include "server/api_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace kvserve::server {
+namespace {
+
+using json = nlohmann::json;
+
+Status field_error(const std::string& field, const std::string& why) { return invalid_argument(field + ": " + why); }
+
+// Optional number in [lo, hi]; absent or null leaves *out unchanged.
+Status get_number(const json& j, const char* field, double lo, double hi, float* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  if (!it->is_number()) return field_error(field, "expected a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi)
+    return field_error(field, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + it->dump());
+  *out = float(v);
+  return Status::ok_status();
+}
+
+// Optional integer in [lo, hi]. 1.0 is not an integer here: clients that send floats for
+// counts usually have a bug worth reporting.
+Status get_int(const json& j, const char* field, int64_t lo, int64_t hi, int64_t* out, bool* given = nullptr) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  if (!it->is_number_integer()) return field_error(field, "expected an integer");
+  if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX))
+    return field_error(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return field_error(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                  std::to_string(v));
+  *out = v;
+  if (given) *given = true;
+  return Status::ok_status();
+}
+
+Status get_bool(const json& j, const char* field, bool* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  if (!it->is_boolean()) return field_error(field, "expected true or false");
+  *out = it->get<bool>();
+  return Status::ok_status();
+}
+
+Status get_string(const json& j, const char* field, std::string* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  if (!it->is_string()) return field_error(field, "expected a string");
+  *out = it->get<std::string>();
+  return Status::ok_status();
+}
+
+Status get_stop(const json& j, std::vector<std::string>* out) {
+  auto it = j.find("stop");
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  std::vector<std::string> stops;
+  if (it->is_string()) {
+    stops.push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    if (it->size() > 16) return field_error("stop", "at most 16 stop strings");
+    for (const auto& s : *it) {
+      if (!s.is_string()) return field_error("stop", "expected a string or an array of strings");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    return field_error("stop", "expected a string or an array of strings");
+  }
+  for (const auto& s : stops)
+    if (s.empty()) return field_error("stop", "stop strings must not be empty");
+  *out = std::move(stops);
+  return Status::ok_status();
+}
+
+Status get_prompt(const json& j, ApiRequest* r) {
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return field_error("prompt", "required");
+  if (it->is_string()) {
+    r->prompt = it->get<std::string>();
+  } else if (it->is_array() && r->route == Route::kCompletion) {
+    // OpenAI accepts a list of one string or a list of token ids; batches of prompts are not served.
+    if (it->size() == 1 && (*it)[0].is_string()) {
+      r->prompt = (*it)[0].get<std::string>();
+    } else {
+      for (const auto& t : *it) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+          return field_error("prompt", "expected a string, a list of one string, or a list of token ids");
+        r->prompt_tokens.push_back(int32_t(t.get<int64_t>()));
+      }
+      if (r->prompt_tokens.empty()) return field_error("prompt", "must not be empty");
+      return Status::ok_status();
+    }
+  } else {
+    return field_error("prompt", r->route == Route::kCompletion
+                                     ? "expected a string, a list of one string, or a list of token ids"
+                                     : "expected a string");
+  }
+  if (r->prompt.empty()) return field_error("prompt", "must not be empty");
+  return Status::ok_status();
+}
+
+Status get_messages(const json& j, ApiRequest* r) {
+  auto it = j.find("messages");
+  if (it == j.end() || it->is_null()) return field_error("messages", "required");
+  if (!it->is_array() || it->empty()) return field_error("messages", "expected a non-empty array of messages");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return field_error(at, "expected an object with role and content");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return field_error(at + ".role", "expected a string");
+    std::string rs = role->get<std::string>();
+    if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
+    if (rs != "system" && rs != "user" && rs != "assistant")
+      return field_error(at + ".role", "must be system, user or assistant, got '" + rs + "'");
+    ChatMessage msg{rs, ""};
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (rs != "assistant") return field_error(at + ".content", "required");
+    } else if (content->is_string()) {
+      msg.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      // Content parts: only text parts can be served by a text model.
+      for (const auto& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          return field_error(at + ".content", "only parts of type \"text\" with a string \"text\" are supported");
+        msg.content += part["text"].get<std::string>();
+      }
+    } else {
+      return field_error(at + ".content", "expected a string or an array of text parts");
+    }
+    r->messages.push_back(std::move(msg));
+  }
+  return Status::ok_status();
+}
+
+Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
+  if (!j.is_object()) return invalid_argument("body: expected a JSON object");
+  if (r->route == Route::kChat) {
+    KVS_RETURN_IF_ERROR(get_messages(j, r));
+  } else {
+    KVS_RETURN_IF_ERROR(get_prompt(j, r));
+  }
+  SamplingParams& p = r->params;
+  if (r->route != Route::kGenerate) {
+    // OpenAI semantics: temperature 1 and top_p 1 by default, no top-k/min-p unless asked.
+    p.temperature = 1.0f;
+    p.top_p = 1.0f;
+    p.top_k = 0;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.max_tokens = 16;  // the OpenAI default for completions; chat runs to the context end
+  }
+  int64_t max_tokens = p.max_tokens;
+  const int64_t lim = limits.max_tokens_limit;
+  const char* names[] = {"max_tokens", "max_length", "max_completion_tokens", "n_predict"};
+  for (const char* name : names) KVS_RETURN_IF_ERROR(get_int(j, name, 1, lim, &max_tokens, &r->max_tokens_given));
+  p.max_tokens = int(max_tokens);
+  KVS_RETURN_IF_ERROR(get_number(j, "temperature", 0, 2, &p.temperature));
+  KVS_RETURN_IF_ERROR(get_number(j, "top_p", 0, 1, &p.top_p));
+  if (j.contains("top_p") && j["top_p"].is_number() && p.top_p <= 0) return field_error("top_p", "must be in (0, 1]");
+  int64_t top_k = p.top_k;
+  KVS_RETURN_IF_ERROR(get_int(j, "top_k", -1, 1 << 20, &top_k));
+  p.top_k = int(top_k < 0 ? 0 : top_k);
+  KVS_RETURN_IF_ERROR(get_number(j, "min_p", 0, 1, &p.min_p));
+  KVS_RETURN_IF_ERROR(get_number(j, "presence_penalty", -2, 2, &p.presence_penalty));
+  KVS_RETURN_IF_ERROR(get_number(j, "frequency_penalty", -2, 2, &p.frequency_penalty));
+  KVS_RETURN_IF_ERROR(get_number(j, "repeat_penalty", 0.01, 10, &p.repeat_penalty));
+  int64_t last_n = p.repeat_last_n;
+  KVS_RETURN_IF_ERROR(get_int(j, "repeat_last_n", -1, 1 << 20, &last_n));
+  p.repeat_last_n = int(last_n);
+  int64_t seed = int64_t(p.seed & 0x7fffffffffffffffULL);
+  bool seed_given = false;
+  KVS_RETURN_IF_ERROR(get_int(j, "seed", 0, INT64_MAX, &seed, &seed_given));
+  if (seed_given) p.seed = uint64_t(seed);
+  KVS_RETURN_IF_ERROR(get_stop(j, &p.stop));
+  KVS_RETURN_IF_ERROR(get_bool(j, "ignore_eos", &p.ignore_eos));
+  KVS_RETURN_IF_ERROR(get_bool(j, "stream", &r->stream));
+  KVS_RETURN_IF_ERROR(get_string(j, "model", &r->model));
+  KVS_RETURN_IF_ERROR(get_string(j, "cache_salt", &r->cache_salt));
+  int64_t n = 1;
+  KVS_RETURN_IF_ERROR(get_int(j, "n", 1, 1, &n));
+  if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
+    if (!so->is_object()) return field_error("stream_options", "expected an object");
+    Status st = get_bool(*so, "include_usage", &r->include_usage);
+    if (!st.ok()) return field_error("stream_options.include_usage", "expected true or false");
+  }
+  // logprobs: an integer (how many alternatives) for completions, a boolean plus
+  // top_logprobs for chat, as in the OpenAI API; /generate accepts either.
+  if (auto lp = j.find("logprobs"); lp != j.end() && !lp->is_null()) {
+    if (lp->is_boolean()) {
+      if (r->route == Route::kCompletion) return field_error("logprobs", "expected an integer in [0, 20]");
+      r->logprobs = lp->get<bool>();
+    } else if (lp->is_number_integer() && r->route != Route::kChat) {
+      int64_t k = 0;
+      KVS_RETURN_IF_ERROR(get_int(j, "logprobs", 0, 20, &k));
+      r->logprobs = true;
+      r->top_logprobs = int(k);
+    } else {
+      return field_error("logprobs", r->route == Route::kChat ? "expected true or false" : "expected an integer in [0, 20]");
+    }
+  }
+  if (r->route != Route::kCompletion) {
+    int64_t k = r->top_logprobs;
+    KVS_RETURN_IF_ERROR(get_int(j, "top_logprobs", 0, 20, &k));
+    r->top_logprobs = int(k);
+    if (k > 0 && !r->logprobs) return field_error("top_logprobs", "requires logprobs: true");
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid_argument("body: malformed JSON");
+  ApiRequest r;
+  r.route = route;
+  Status st = parse_into(j, limits, &r);
+  if (!st.ok()) return st;
+  return r;
+}
+
+Expected<int> resolve_max_tokens(const ApiRequest& req, int64_t prompt_tokens, int64_t context_length,
+                                 const ApiLimits& limits) {
+  if (prompt_tokens >= context_length)
+    return invalid_argument("prompt: " + std::to_string(prompt_tokens) + " tokens do not fit in the context length (" +
+                            std::to_string(context_length) + " tokens)");
+  int64_t room = context_length - prompt_tokens;
+  if (req.route == Route::kChat && !req.max_tokens_given)
+    return int(std::min<int64_t>(room, limits.max_tokens_limit));
+  if (req.params.max_tokens > room)
+    return invalid_argument("max_tokens: prompt (" + std::to_string(prompt_tokens) + " tokens) + max_tokens (" +
+                            std::to_string(req.params.max_tokens) + ") exceeds the context length (" +
+                            std::to_string(context_length) + " tokens)");
+  return req.params.max_tokens;
+}
+
+}  // namespace kvserve::server

@@ -1,0 +1,45 @@
+// JSON request bodies of /generate, /v1/completions and /v1/chat/completions, validated and
+// mapped onto SamplingParams. Every rejection is a 400 whose message names the field and the
+// accepted range. Unknown fields are ignored (OpenAI clients send many we do not use).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvserve/sampling_params.h"
+#include "server/chat_template.h"
+#include "util/status.h"
+
+namespace kvserve::server {
+
+enum class Route { kGenerate, kCompletion, kChat };
+
+struct ApiLimits {
+  int max_tokens_limit = 4096;  // the largest max_tokens accepted
+};
+
+struct ApiRequest {
+  Route route = Route::kGenerate;
+  std::string prompt;                  // text prompt (generate, completion)
+  std::vector<int32_t> prompt_tokens;  // completion with a token-id prompt
+  std::vector<ChatMessage> messages;   // chat
+  SamplingParams params;
+  bool max_tokens_given = false;  // false: chat runs to the context end (capped by the limit)
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;
+  std::string model;
+  std::string cache_salt;
+};
+
+// Parses and validates `body`. Errors are invalid_argument with a client-facing message.
+Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits);
+
+// The max_tokens a request runs with once its prompt length is known, or a 400 message when
+// prompt + max_tokens does not fit in the context.
+Expected<int> resolve_max_tokens(const ApiRequest& req, int64_t prompt_tokens, int64_t context_length,
+                                 const ApiLimits& limits);
+
+}  // namespace kvserve::server

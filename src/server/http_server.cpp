@@ -1,0 +1,170 @@
+#include "server/http_server.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "server/access_log.h"
+#include "server/server_state.h"
+#include "util/log.h"
+
+namespace kvserve::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+EngineConfig engine_config(const ServerConfig& c) {
+  EngineConfig e;
+  e.model_path = c.model;
+  e.kv_type = c.kv_type;
+  e.block_size = c.block_size;
+  e.kv_memory = c.kv_memory;
+  e.ctx = c.ctx;
+  e.use_cache = !c.no_cache;
+  e.max_seqs = c.max_seqs;
+  e.max_batched_tokens = c.max_batched_tokens;
+  e.max_queue = c.max_queue;
+  e.threads = c.threads;
+  return e;
+}
+
+bool quiet_route(const std::string& path) { return path == "/health" || path == "/live" || path == "/metrics"; }
+
+void configure_http(httplib::Server& svr, ServerState& st) {
+  // One handler thread per request that may be running or queued, plus a few for health
+  // checks and scrapes, so that a full queue is answered with 429 rather than stalling.
+  int threads = st.cfg.http_threads > 0 ? st.cfg.http_threads : std::min(st.cfg.max_seqs + st.cfg.max_queue + 4, 512);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  svr.set_payload_max_length(st.cfg.max_body_bytes);
+  svr.set_read_timeout(30, 0);
+  svr.set_write_timeout(30, 0);
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    reply_error(res, 500, "internal error", "server_error");
+  });
+  // Responses httplib produces itself (404, 405, 413 over the payload limit) get a JSON body.
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413) {
+      st.metrics.count_rejected("too_large");
+      reply_error(res, 413, "body: exceeds the limit of " + std::to_string(st.cfg.max_body_bytes) + " bytes",
+                  "invalid_request_error", "too_large");
+    } else if (res.status == 404) {
+      reply_error(res, 404, "no such route", "invalid_request_error", "not_found");
+    } else {
+      reply_error(res, res.status, "request failed", "invalid_request_error");
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  // Runs after every response: counts it, and writes the access line for the routes that do
+  // not log themselves (generation handlers set X-Request-Id and log with token figures).
+  svr.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
+    st.metrics.count_response(res.status);
+    if (res.has_header("X-Request-Id")) return;
+    if (quiet_route(req.path) && log_level() > LogLevel::kDebug) return;
+    AccessLogEntry e;
+    e.method = req.method;
+    e.route = req.path;
+    e.status = res.status;
+    write_access_log(e, st.json_logs);
+  });
+  register_generate_routes(svr, st);
+  register_misc_routes(svr, st);
+}
+
+}  // namespace
+
+int run_server(const ServerConfig& cfg) {
+  // Signals are taken synchronously by sigtimedwait below; blocking them before any thread
+  // starts makes every thread inherit the mask, so no handler runs on a random thread.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A client that disconnects mid-write must not kill the process.
+  signal(SIGPIPE, SIG_IGN);
+
+  auto st = std::make_unique<ServerState>();
+  st->cfg = cfg;
+  st->limits.max_tokens_limit = cfg.max_tokens_limit;
+  st->json_logs = cfg.log_format == "json";
+  st->started_unix = int64_t(std::time(nullptr));
+
+  httplib::Server svr;
+  configure_http(svr, *st);
+  // Bind before loading so that /health answers "loading" while the model maps in.
+  int port = cfg.port;
+  if (port == 0) {
+    port = svr.bind_to_any_port(cfg.host);
+    if (port < 0) port = 0;
+  } else if (!svr.bind_to_port(cfg.host, port)) {
+    port = 0;
+  }
+  if (port == 0) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d (port in use or address not available)\n", cfg.host.c_str(), cfg.port);
+    return 1;
+  }
+  std::thread listener([&svr] { svr.listen_after_bind(); });
+  std::printf("kvserve: listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), port, cfg.model.c_str());
+  std::fflush(stdout);
+
+  std::atomic<int> load_state{0};  // 0 loading, 1 ready, -1 failed
+  std::string load_error;
+  std::thread loader([&] {
+    auto e = Engine::create(engine_config(cfg));
+    if (!e.ok()) {
+      load_error = e.status().message();
+      load_state.store(-1);
+      return;
+    }
+    st->engine = std::move(e).value();
+    const std::string tmpl = st->engine->chat_template();
+    if (cfg.chat_template.empty() || cfg.chat_template == "auto") {
+      st->chat_family = detect_chat_family(tmpl);
+    } else {
+      parse_chat_family(cfg.chat_template, &st->chat_family);  // validated by the config
+    }
+    // Announce before /health turns 200, so whoever waited for health sees the lines.
+    std::printf("kvserve: ready: model %s, context %lld tokens, chat template %s\n",
+                st->engine->model_name().c_str(), (long long)st->engine->context_length(),
+                chat_family_name(st->chat_family));
+    std::printf("curl -s http://%s:%d/generate -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":64}'\n",
+                cfg.host.c_str(), port);
+    std::fflush(stdout);
+    st->ready.store(true, std::memory_order_release);
+    load_state.store(1);
+  });
+
+  int exit_code = 0;
+  timespec tick{0, 100 * 1000 * 1000};
+  for (;;) {
+    int sig = sigtimedwait(&sigs, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      KVS_INFO(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", draining");
+      break;
+    }
+    if (load_state.load() == -1) {
+      std::fprintf(stderr, "error: %s\n", load_error.c_str());
+      exit_code = 1;
+      break;
+    }
+  }
+
+  // Graceful shutdown: refuse new work, let the engine finish what runs until the deadline
+  // (it cancels the rest), give handlers a moment to write their last bytes, then close.
+  st->draining.store(true);
+  loader.join();
+  auto deadline = std::chrono::milliseconds(int64_t(cfg.shutdown_timeout * 1000));
+  if (st->engine) st->engine->shutdown(deadline);
+  for (int i = 0; i < 50 && st->in_flight.load() > 0; ++i) std::this_thread::sleep_for(100ms);
+  svr.stop();
+  listener.join();
+  if (st->engine) st->engine.reset();
+  if (exit_code == 0) KVS_INFO("shut down cleanly");
+  return exit_code;
+}
+
+}  // namespace kvserve::server

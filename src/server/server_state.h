@@ -1,0 +1,62 @@
+// State shared by the HTTP handlers of one `kvserve serve` process.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kvserve/engine.h"
+#include "server/api_request.h"
+#include "server/chat_template.h"
+#include "server/config.h"
+#include "server/server_metrics.h"
+
+namespace kvserve::server {
+
+struct ServerState {
+  ServerConfig cfg;
+  ApiLimits limits;
+  // Set once by the loader thread before `ready` becomes true; handlers read it only after
+  // seeing `ready` (acquire), so no lock is needed.
+  std::unique_ptr<Engine> engine;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> draining{false};  // SIGTERM received: new generation requests get 503
+  ChatFamily chat_family = ChatFamily::kPlain;
+  ServerMetrics metrics;
+  std::atomic<int> in_flight{0};       // generation requests not yet fully answered
+  std::atomic<uint64_t> next_id{1};    // server-side request ids (X-Request-Id, logs)
+  int64_t started_unix = 0;
+  bool json_logs = false;
+};
+
+// Counts a generation request as in flight for as long as a copy is alive (the streaming
+// provider keeps one until the stream ends).
+class InFlight {
+ public:
+  explicit InFlight(ServerState* st) : st_(st) { st_->in_flight.fetch_add(1); }
+  ~InFlight() { st_->in_flight.fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  ServerState* st_;
+};
+
+// Writes an OpenAI-style error body with `status`.
+void reply_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
+                 const std::string& code = "");
+
+using RouteFn = std::function<void(const httplib::Request&, httplib::Response&)>;
+// Wraps a handler so that no exception escapes: any throw becomes a 500 JSON error.
+httplib::Server::Handler guarded(RouteFn fn);
+
+// Route registration (routes_generate.cpp, routes_misc.cpp).
+void register_generate_routes(httplib::Server& svr, ServerState& st);
+void register_misc_routes(httplib::Server& svr, ServerState& st);
+
+}  // namespace kvserve::server

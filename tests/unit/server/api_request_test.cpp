@@ -1,0 +1,163 @@
+#include "server/api_request.h"
+
+#include <gtest/gtest.h>
+
+namespace kvserve::server {
+namespace {
+
+ApiLimits limits() {
+  ApiLimits l;
+  l.max_tokens_limit = 1000;
+  return l;
+}
+
+Expected<ApiRequest> parse(const std::string& body, Route r = Route::kGenerate) {
+  return parse_api_request(body, r, limits());
+}
+
+TEST(ApiRequest, GenerateMapsEveryField) {
+  auto r = parse(R"({"prompt":"Once","max_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,"min_p":0.2,
+                     "seed":42,"stop":["a","b"],"ignore_eos":true,"repeat_penalty":1.1,"presence_penalty":0.5,
+                     "frequency_penalty":-0.5,"repeat_last_n":-1,"cache_salt":"t1"})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->prompt, "Once");
+  EXPECT_EQ(r->params.max_tokens, 7);
+  EXPECT_EQ(r->params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r->params.top_p, 0.5f);
+  EXPECT_EQ(r->params.top_k, 3);
+  EXPECT_FLOAT_EQ(r->params.min_p, 0.2f);
+  EXPECT_EQ(r->params.seed, 42u);
+  EXPECT_EQ(r->params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r->params.ignore_eos);
+  EXPECT_FLOAT_EQ(r->params.repeat_penalty, 1.1f);
+  EXPECT_EQ(r->params.repeat_last_n, -1);
+  EXPECT_EQ(r->cache_salt, "t1");
+}
+
+TEST(ApiRequest, MaxLengthIsAnAliasAndStopMayBeAString) {
+  auto r = parse(R"({"prompt":"x","max_length":9,"stop":"END"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->params.max_tokens, 9);
+  EXPECT_EQ(r->params.stop, std::vector<std::string>{"END"});
+}
+
+TEST(ApiRequest, OpenAIDefaults) {
+  auto r = parse(R"({"prompt":"x"})", Route::kCompletion);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->params.temperature, 1.0f);
+  EXPECT_EQ(r->params.top_k, 0);
+  EXPECT_EQ(r->params.min_p, 0.0f);
+  EXPECT_EQ(r->params.max_tokens, 16);
+  EXPECT_FALSE(r->stream);
+}
+
+TEST(ApiRequest, CompletionPromptForms) {
+  auto a = parse(R"({"prompt":["one string"]})", Route::kCompletion);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->prompt, "one string");
+  auto b = parse(R"({"prompt":[1,2,3]})", Route::kCompletion);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(ApiRequest, StreamOptionsAndLogprobs) {
+  auto c = parse(R"({"prompt":"x","stream":true,"stream_options":{"include_usage":true},"logprobs":3})",
+                 Route::kCompletion);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->stream);
+  EXPECT_TRUE(c->include_usage);
+  EXPECT_TRUE(c->logprobs);
+  EXPECT_EQ(c->top_logprobs, 3);
+  auto chat = parse(R"({"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":2})", Route::kChat);
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  EXPECT_TRUE(chat->logprobs);
+  EXPECT_EQ(chat->top_logprobs, 2);
+}
+
+TEST(ApiRequest, ChatMessages) {
+  auto r = parse(R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},
+                 {"type":"text","text":"b"}]}],"max_completion_tokens":5})",
+                 Route::kChat);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[1].content, "ab");
+  EXPECT_EQ(r->params.max_tokens, 5);
+  EXPECT_TRUE(r->max_tokens_given);
+}
+
+struct BadCase {
+  Route route;
+  const char* body;
+  const char* field;  // must appear in the message
+};
+
+TEST(ApiRequest, EveryRejectionNamesTheField) {
+  const BadCase cases[] = {
+      {Route::kGenerate, "{not json", "JSON"},
+      {Route::kGenerate, "[1,2]", "body"},
+      {Route::kGenerate, "{}", "prompt"},
+      {Route::kGenerate, R"({"prompt":5})", "prompt"},
+      {Route::kGenerate, R"({"prompt":""})", "prompt"},
+      {Route::kGenerate, R"({"prompt":["a"]})", "prompt"},
+      {Route::kGenerate, R"({"prompt":"x","max_tokens":-1})", "max_tokens"},
+      {Route::kGenerate, R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+      {Route::kGenerate, R"({"prompt":"x","max_tokens":1000000})", "1000"},
+      {Route::kGenerate, R"({"prompt":"x","max_tokens":"5"})", "max_tokens"},
+      {Route::kGenerate, R"({"prompt":"x","max_tokens":5.5})", "max_tokens"},
+      {Route::kGenerate, R"({"prompt":"x","max_length":-3})", "max_length"},
+      {Route::kGenerate, R"({"prompt":"x","temperature":-1})", "temperature"},
+      {Route::kGenerate, R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {Route::kGenerate, R"({"prompt":"x","top_p":0})", "top_p"},
+      {Route::kGenerate, R"({"prompt":"x","top_p":1.5})", "top_p"},
+      {Route::kGenerate, R"({"prompt":"x","top_k":-2})", "top_k"},
+      {Route::kGenerate, R"({"prompt":"x","min_p":2})", "min_p"},
+      {Route::kGenerate, R"({"prompt":"x","seed":-1})", "seed"},
+      {Route::kGenerate, R"({"prompt":"x","stop":5})", "stop"},
+      {Route::kGenerate, R"({"prompt":"x","stop":[""]})", "stop"},
+      {Route::kGenerate, R"({"prompt":"x","ignore_eos":"yes"})", "ignore_eos"},
+      {Route::kGenerate, R"({"prompt":"x","stream":1})", "stream"},
+      {Route::kGenerate, R"({"prompt":"x","presence_penalty":3})", "presence_penalty"},
+      {Route::kCompletion, R"({"prompt":"x","n":2})", "n"},
+      {Route::kCompletion, R"({"prompt":"x","logprobs":true})", "logprobs"},
+      {Route::kCompletion, R"({"prompt":"x","logprobs":21})", "logprobs"},
+      {Route::kCompletion, R"({"prompt":[1,-2]})", "prompt"},
+      {Route::kCompletion, R"({"prompt":"x","stream_options":{"include_usage":1}})", "stream_options.include_usage"},
+      {Route::kChat, R"({"prompt":"x"})", "messages"},
+      {Route::kChat, R"({"messages":[]})", "messages"},
+      {Route::kChat, R"({"messages":["hi"]})", "messages[0]"},
+      {Route::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
+      {Route::kChat, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {Route::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content"},
+      {Route::kChat, R"({"messages":[{"role":"user","content":"x"}],"logprobs":2})", "logprobs"},
+      {Route::kChat, R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_api_request(c.body, c.route, limits());
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << c.body << " -> " << r.status().message();
+  }
+}
+
+TEST(ApiRequest, ResolveMaxTokensAgainstTheContext) {
+  auto r = parse(R"({"prompt":"x","max_tokens":100})");
+  ASSERT_TRUE(r.ok());
+  auto ok = resolve_max_tokens(*r, 10, 512, limits());
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 100);
+  auto over = resolve_max_tokens(*r, 450, 512, limits());
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("max_tokens"), std::string::npos);
+  EXPECT_NE(over.status().message().find("512"), std::string::npos);
+  auto full = resolve_max_tokens(*r, 512, 512, limits());
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("prompt"), std::string::npos);
+  // Chat without max_tokens runs to the context end, capped by the limit.
+  auto chat = parse(R"({"messages":[{"role":"user","content":"x"}]})", Route::kChat);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(*resolve_max_tokens(*chat, 12, 512, limits()), 500);
+  EXPECT_EQ(*resolve_max_tokens(*chat, 12, 4096, limits()), 1000);
+}
+
+}  // namespace
+}  // namespace kvserve::server
