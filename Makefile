@@ -5,7 +5,7 @@ MODEL ?= ../shared/models/stories260K.gguf
 PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 
-.PHONY: all deps configure build test run bench asan clean
+.PHONY: all deps configure build test run story bench asan clean
 
 all: build
 
@@ -21,8 +21,15 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-# Until the HTTP server lands, `run` tells a story with the default model.
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+# Serves the default model on 127.0.0.1:8080 (the server prints a curl example when ready).
 run: build
+	./$(BUILD_DIR)/bin/kvserve serve -m $(MODEL) --host $(HOST) --port $(PORT)
+
+# Tells a story on stdout, no server.
+story: build
 	./$(BUILD_DIR)/bin/kvserve generate -m $(MODEL) -p "Once upon a time" -n 200 --echo
 
 bench: build
