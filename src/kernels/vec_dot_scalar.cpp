@@ -65,54 +65,39 @@ void codes_q5(const uint8_t* qs, const uint8_t* qh_bytes, int offset, int8_t* q)
   }
 }
 
-float dot_q4_0(int64_t n, const void* w, const void* x) {
-  const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
-  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+// One legacy (32-element) block format against its q8 activation blocks: `decode` turns a
+// weight block into its 32 integer codes; formats with a min (_1) add mw * sx per block.
+template <typename WBlock, typename XBlock, typename Decode>
+float dot_legacy(int64_t n, const void* w, const void* x, Decode decode) {
+  const WBlock* a = static_cast<const WBlock*>(w);
+  const XBlock* b = static_cast<const XBlock*>(x);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     int8_t q[kQK];
-    codes_q4(a[i].qs, 8, q);
-    sum += float(dot_codes(q, b[i].qs, kQK)) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d));
+    decode(a[i], q);
+    float block = float(dot_codes(q, b[i].qs, kQK)) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d));
+    if constexpr (requires { a[i].m; }) block += f16_to_f32(a[i].m) * f16_to_f32(b[i].s);
+    sum += block;
   }
   return sum;
+}
+
+float dot_q4_0(int64_t n, const void* w, const void* x) {
+  return dot_legacy<BlockQ4_0, BlockQ8_0>(n, w, x, [](const BlockQ4_0& blk, int8_t* q) { codes_q4(blk.qs, 8, q); });
 }
 
 float dot_q4_1(int64_t n, const void* w, const void* x) {
-  const BlockQ4_1* a = static_cast<const BlockQ4_1*>(w);
-  const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    int8_t q[kQK];
-    codes_q4(a[i].qs, 0, q);
-    sum += float(dot_codes(q, b[i].qs, kQK)) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d)) +
-           f16_to_f32(a[i].m) * f16_to_f32(b[i].s);
-  }
-  return sum;
+  return dot_legacy<BlockQ4_1, BlockQ8_1>(n, w, x, [](const BlockQ4_1& blk, int8_t* q) { codes_q4(blk.qs, 0, q); });
 }
 
 float dot_q5_0(int64_t n, const void* w, const void* x) {
-  const BlockQ5_0* a = static_cast<const BlockQ5_0*>(w);
-  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    int8_t q[kQK];
-    codes_q5(a[i].qs, a[i].qh, 16, q);
-    sum += float(dot_codes(q, b[i].qs, kQK)) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d));
-  }
-  return sum;
+  return dot_legacy<BlockQ5_0, BlockQ8_0>(n, w, x,
+                                          [](const BlockQ5_0& blk, int8_t* q) { codes_q5(blk.qs, blk.qh, 16, q); });
 }
 
 float dot_q5_1(int64_t n, const void* w, const void* x) {
-  const BlockQ5_1* a = static_cast<const BlockQ5_1*>(w);
-  const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    int8_t q[kQK];
-    codes_q5(a[i].qs, a[i].qh, 0, q);
-    sum += float(dot_codes(q, b[i].qs, kQK)) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d)) +
-           f16_to_f32(a[i].m) * f16_to_f32(b[i].s);
-  }
-  return sum;
+  return dot_legacy<BlockQ5_1, BlockQ8_1>(n, w, x,
+                                          [](const BlockQ5_1& blk, int8_t* q) { codes_q5(blk.qs, blk.qh, 0, q); });
 }
 
 float dot_q8_0(int64_t n, const void* w, const void* x) {
