@@ -2,10 +2,11 @@
 //
 // Tables are built once: the scalar table holds every kernel, and each wider table starts as a
 // copy of the next narrower one and overrides what it implements, so a type without a wide kernel
-// still works. KVSERVE_KERNELS=scalar|avx2 in the environment caps the choice (for debugging and
-// for comparing numerics on one machine).
+// still works. KVSERVE_KERNELS=scalar|avx2|avx512 in the environment caps the choice (for
+// debugging and for comparing numerics or speed on one machine).
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels/vec_dot.h"
 
@@ -18,6 +19,11 @@ bool isa_supported(Isa isa) {
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+      // Everything gemm_avx512.cpp is compiled for (VL: the 256-bit forms; VNNI: vpdpbusd).
+      return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
   }
   return false;
 }
@@ -27,6 +33,7 @@ namespace {
 struct Tables {
   KernelTable scalar{};
   KernelTable avx2{};
+  KernelTable avx512{};
   Tables() {
     scalar.isa = Isa::kScalar;
     scalar.name = "scalar";
@@ -35,6 +42,12 @@ struct Tables {
     avx2.isa = Isa::kAvx2;
     avx2.name = "avx2";
     fill_avx2_kernels(&avx2);
+    avx512 = avx2;
+    avx512.isa = Isa::kAvx512;
+    avx512.name = "avx512";
+    // The filler itself is compiled with AVX-512 flags: call it only where it may run (elsewhere
+    // the table stays a copy of avx2, and kernel_table(kAvx512) must not be used anyway).
+    if (isa_supported(Isa::kAvx512)) fill_avx512_kernels(&avx512);
   }
 };
 
@@ -44,9 +57,14 @@ const Tables& tables() {
 }
 
 Isa choose_isa() {
-  Isa best = isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
+  Isa best = Isa::kScalar;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) best = isa;
   if (const char* cap = std::getenv("KVSERVE_KERNELS")) {
-    if (std::strcmp(cap, "scalar") == 0) best = Isa::kScalar;
+    Isa limit = best;
+    if (std::strcmp(cap, "scalar") == 0) limit = Isa::kScalar;
+    if (std::strcmp(cap, "avx2") == 0) limit = Isa::kAvx2;
+    if (int(limit) < int(best)) best = limit;
   }
   return best;
 }
@@ -57,6 +75,8 @@ const KernelTable& kernel_table(Isa isa) {
   switch (isa) {
     case Isa::kAvx2:
       return tables().avx2;
+    case Isa::kAvx512:
+      return tables().avx512;
     case Isa::kScalar:
       break;
   }

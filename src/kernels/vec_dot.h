@@ -13,8 +13,8 @@
 //
 // Adding an instruction set: write vec_dot_<isa>.cpp (compiled with its own flags), give it a
 // fill_<isa>_kernels() that overrides the entries it implements, and add it to dispatch.cpp.
-// Whoever overrides vec_dot[t] must also set vec_dot_multi[t] (or null it), so the pair stays
-// bit-identical.
+// Whoever overrides vec_dot[t] must also set vec_dot_multi[t] and gemm[t] (or null them), so
+// that all three stay bit-identical.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +34,14 @@ using VecDotMultiFn = void (*)(int64_t n, const void* w, const void* x, size_t x
                                size_t out_stride);
 constexpr int kRowsPerMultiDot = 4;
 
-enum class Isa { kScalar, kAvx2 };
+// A block of nw weight rows (w + r * w_stride bytes) times nx activation rows (x + k * x_stride
+// bytes): y[k * y_stride + r] = dot(row r, row k) for r < nw, k < nx. The kernel tiles this in
+// registers (several weight rows x several activation rows per pass over the blocks), and like
+// VecDotMultiFn must give each output bit-identical to its table's VecDotFn.
+using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nw, const void* x, size_t x_stride,
+                        int64_t nx, float* y, size_t y_stride);
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
 
 constexpr int kNumTypeIds = 40;  // ggml type ids are < 40
 
@@ -43,6 +50,7 @@ struct KernelTable {
   const char* name;
   VecDotFn vec_dot[kNumTypeIds];             // indexed by weight type id; null = unsupported
   VecDotMultiFn vec_dot_multi[kNumTypeIds];  // optional (null = use vec_dot row by row)
+  GemmFn gemm[kNumTypeIds];                  // optional; preferred over vec_dot_multi when set
 };
 
 // The activation encoding a weight type is multiplied with (see the table above).
@@ -62,5 +70,6 @@ const KernelTable& active_kernels();
 // Table builders, one per source file.
 void fill_scalar_kernels(KernelTable* t);
 void fill_avx2_kernels(KernelTable* t);
+void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx512.cpp)
 
 }  // namespace kvserve

@@ -186,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(all_cases()),
                          });
 
 TEST(Matmul, EveryIsaMatchesScalar) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
@@ -206,7 +206,7 @@ TEST(Matmul, EveryIsaMatchesScalar) {
 // A row's result must not depend on the other rows of its batch (prefill vs decode, batching of
 // sequences): m rows at once equals each row alone, bit for bit, for every instruction set.
 TEST(Matmul, BatchInvariant) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     for (GgmlType t : kWeightTypes) {
       auto w = make_weights(t, 23, 512, 13u + uint32_t(t));
