@@ -14,6 +14,20 @@
 // waiting sequence that does not fit (no overtaking), so every running sequence arrived before
 // every waiting one, and the oldest running sequence can always progress: nothing deadlocks as
 // long as one sequence of the longest allowed length fits in the whole pool.
+//
+// Prefix cache (SchedulerConfig::enable_prefix_cache and the manager's option both on):
+//  - admission matches the longest cached prefix of the sequence's tokens under its namespace,
+//    leaving at least the last token to compute (its logits give the next token); the matched
+//    blocks are shared (ref + 1), num_computed starts at the matched tokens, and only the rest
+//    is prefilled, within the token budget;
+//  - full blocks whose K/V are written (Sequence::num_executed) are committed to the index at
+//    the start of the next schedule(), at append_token() and at remove();
+//  - a waiting sequence whose next uncached full block (one it could hit) is being computed by
+//    a running sequence (a "pending" key) is not admitted yet: it stays at the front, admission
+//    stops for this step, and once that block is committed it hits. The owner is running and
+//    the oldest running sequence always progresses; a preempted or removed owner drops its
+//    pending keys; so the wait is bounded and nothing deadlocks.
+// With prefix caching off, admission, growth and preemption are exactly those above.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +46,7 @@ namespace kvserve {
 struct SchedulerConfig {
   int max_seqs = 16;            // running sequences at most
   int max_batched_tokens = 512; // tokens per step (the forward batch)
+  bool enable_prefix_cache = true;  // also needs the KvCacheManager's option on
 };
 
 class Scheduler {
@@ -39,9 +54,9 @@ class Scheduler {
   // The manager must outlive the scheduler; the scheduler is its only mutator.
   Scheduler(const SchedulerConfig& config, KvCacheManager& cache);
 
-  // Queues a new sequence at the back of the waiting queue. invalid_argument for an id in use
-  // or an empty prompt.
-  Status add(SeqId id, std::vector<int32_t> prompt);
+  // Queues a new sequence at the back of the waiting queue; its blocks are shared and cached
+  // under namespace ns. invalid_argument for an id in use or an empty prompt.
+  Status add(SeqId id, std::vector<int32_t> prompt, BlockHash ns = {});
 
   // Plans one step and reserves its KV slots. The caller then runs every chunk and, for each
   // chunk with `sample`, calls append_token() or remove(). Chunks count as computed from here.
@@ -55,7 +70,11 @@ class Scheduler {
   Status reset_computed(SeqId id);
 
   // Drops a sequence (finished, cancelled, failed), freeing its blocks. not_found if unknown.
-  Status remove(SeqId id);
+  // kv_written: the step that ran the sequence's last scheduled chunk completed, so the K/V of
+  // all its computed tokens are written and its full blocks may be committed to the prefix
+  // cache first. Pass false when that step failed (the pass wrote nothing): only blocks known
+  // written earlier are committed.
+  Status remove(SeqId id, bool kv_written = true);
 
   const Sequence* find(SeqId id) const;
   // Running sequences in arrival order; waiting ones in queue order.
@@ -64,12 +83,17 @@ class Scheduler {
   int num_running() const { return int(running_.size()); }
   int num_waiting() const { return int(waiting_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  bool prefix_cache_on() const { return config_.enable_prefix_cache && cache_.prefix_cache_enabled(); }
+  // Admissions deferred because their next block was being computed by a running sequence.
+  int64_t num_deferred_admissions() const { return num_deferred_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
 
   // Scheduler invariants plus KvCacheManager::verify(): every running sequence holds exactly
   // num_computed slots, waiting ones hold none, the two sets are disjoint, running is sorted by
-  // arrival and every running arrival precedes every waiting one.
+  // arrival and every running arrival precedes every waiting one; with the prefix cache, the
+  // indexed blocks of every running sequence hold its own tokens and the pending-key counts
+  // match the running sequences' pending keys.
   Status verify() const;
 
  private:
@@ -81,6 +105,15 @@ class Scheduler {
   int64_t appendable_tokens(const Sequence& s) const;
   void preempt(Sequence& s, ScheduleOutput& out, int64_t& budget);
   Sequence* get(SeqId id);
+  // Admits the front waiting sequence if it fits (prefix hit first when on). False when it
+  // does not fit or must wait for a pending block.
+  bool admit_front(ScheduleOutput& out, int64_t& budget);
+  // Marks s's computed tokens as written and commits its full blocks (prefix cache on).
+  void commit_executed(Sequence& s);
+  // Registers the keys of s's full blocks from block `first` on as pending.
+  void add_pending(Sequence& s, int64_t first, const BlockHash& parent);
+  // Drops s's pending keys for blocks before `upto_block` (all of them by default).
+  void drop_pending(Sequence& s, int64_t upto_block = INT64_MAX);
 
   SchedulerConfig config_;
   KvCacheManager& cache_;
@@ -89,6 +122,9 @@ class Scheduler {
   std::deque<Sequence*> waiting_;   // admission order: front first
   uint64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
+  int64_t num_deferred_ = 0;
+  // Keys of full blocks running sequences are computing -> how many such sequences.
+  std::unordered_map<BlockHash, int32_t, BlockHashHasher> pending_;
 };
 
 }  // namespace kvserve

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kvcache/block_pool.h"
 #include "kvcache/kv_cache_manager.h"
@@ -32,6 +33,17 @@ class KvCacheTestPeer {
     ids[size_t(logical)] = block;
   }
   static void set_hash(KvCacheManager& m, int32_t id, BlockHash h) { m.pool_.blocks_[size_t(id)].hash = h; }
+  static int32_t& plain_tail(KvCacheManager& m) { return m.pool_.plain_tail_; }
+  static int32_t& num_cached(KvCacheManager& m) { return m.pool_.num_cached_; }
+  static int32_t& num_pinned(KvCacheManager& m) { return m.pool_.num_pinned_; }
+  static PrefixIndex& index(KvCacheManager& m) { return m.index_; }
+  static int32_t* index_tokens(KvCacheManager& m, int32_t block) {
+    return m.index_.tokens_.data() + size_t(block) * size_t(m.block_size());
+  }
+  static std::vector<uint64_t>& chain_serials(KvCacheManager& m, KvCacheManager::SeqId seq) {
+    return m.seqs_.at(seq).chain_serials;
+  }
+  static int64_t& recent_hit_tokens(KvCacheManager& m) { return m.recent_hit_tokens_; }
 };
 
 }  // namespace kvserve

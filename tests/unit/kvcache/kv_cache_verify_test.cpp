@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "kv_cache_test_peer.h"
 #include "kvcache/kv_cache_manager.h"
@@ -170,10 +171,23 @@ TEST(KvCacheVerify, ConsistentSharingPasses) {
 
 // A free block may keep tokens only while it carries a hash (a reusable cached block).
 TEST(KvCacheVerify, CachedFreeBlockMayKeepTokens) {
+  KvCacheManager m(8, 4);
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(m.allocate(1, 6, m.match_prefix({}, toks, 5)).ok());
+  ASSERT_TRUE(m.commit(1, toks).ok());  // block 0 (full) is indexed, block 1 is not
+  const int32_t cached = m.block_table(1)[0];
+  ASSERT_TRUE(m.free(1).ok());
+  EXPECT_EQ(m.pool().block(cached).num_tokens, 4);
+  EXPECT_TRUE(m.pool().is_free(cached));
+  Status s = m.verify();
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// A hash set behind the index's back (no commit) is caught.
+TEST(KvCacheVerify, HashedBlockOutsideTheChain) {
   KvCacheManager m = healthy();
-  Peer::set_hash(m, 6, BlockHash{1, 2});
-  Peer::block(m, 6).num_tokens = 16;
-  EXPECT_TRUE(m.verify().ok());
+  Peer::set_hash(m, 0, BlockHash{1, 2});  // seq 1's full block 0
+  expect_detected(m, "beyond the committed chain");
 }
 
 }  // namespace

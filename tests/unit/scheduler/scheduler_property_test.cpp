@@ -2,6 +2,10 @@
 // finish or are cancelled on a small block pool, and after EVERY step the scheduler and the
 // KV cache manager are checked (verify(), the token budget, chunk positions, FCFS order),
 // preempted sequences recompute exactly their tokens, and every sequence finishes.
+// Run twice: prefix cache off (the original policy) and on, where prompts share prefixes from a
+// few families under two namespaces, admission may start past a cached prefix, and a shadow of
+// the K/V (a signature of namespace + token prefix written into each physical slot when its
+// chunk "runs") proves every reused block holds exactly what the sequence would compute.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,13 +27,22 @@ struct ModelSeq {
 
 int32_t token_for(SeqId id, size_t pos) { return int32_t((id * 131 + int64_t(pos) * 7) % 1000); }
 
+// What the K/V at position p of a sequence depends on: its namespace and tokens [0, p].
+uint64_t kv_signature(const BlockHash& ns, const std::vector<int32_t>& tokens, int64_t p) {
+  uint64_t h = 1469598103934665603ull ^ ns.lo;
+  for (int64_t i = 0; i <= p; ++i) h = (h ^ uint64_t(uint32_t(tokens[size_t(i)]))) * 1099511628211ull;
+  return h;
+}
+
 struct RunStats {
   int64_t preemptions = 0;
   int64_t finished = 0;
   int64_t cancelled = 0;
+  int64_t hit_tokens = 0;
+  int64_t deferred = 0;
 };
 
-RunStats run_random(uint32_t seed) {
+RunStats run_random(uint32_t seed, bool prefix) {
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int block_size = std::vector<int>{1, 2, 4, 8}[size_t(uni(0, 3))];
@@ -38,9 +51,12 @@ RunStats run_random(uint32_t seed) {
   SchedulerConfig cfg;
   cfg.max_seqs = uni(1, 6);
   cfg.max_batched_tokens = uni(1, 24);
-  KvCacheManager cache(num_blocks, block_size);
+  cfg.enable_prefix_cache = prefix;
+  KvCacheManager cache(num_blocks, block_size, PrefixCacheOptions{prefix});
   Scheduler sched(cfg, cache);
   std::map<SeqId, ModelSeq> model;
+  std::map<SeqId, BlockHash> ns_of;
+  std::map<std::pair<int32_t, int32_t>, uint64_t> shadow;  // (block, slot) -> K/V signature
   RunStats rs;
   SeqId next_id = 1;
   const int num_arrivals = 30;
@@ -63,6 +79,21 @@ RunStats run_random(uint32_t seed) {
       EXPECT_TRUE(in_chunks.insert(c.seq).second) << "two chunks for one sequence";
       EXPECT_EQ(running_set.count(c.seq), 1u) << "chunk of a sequence that is not running";
       ModelSeq& m = model[c.seq];
+      if (prefix && m.computed == 0 && c.start_pos > 0) {
+        // Admission past a cached prefix: whole blocks, never the last token, and the shared
+        // slots hold this sequence's own K/V.
+        EXPECT_EQ(c.start_pos % block_size, 0);
+        EXPECT_LT(c.start_pos, int64_t(m.tokens.size()));
+        EXPECT_EQ(sched.find(c.seq)->num_cached_tokens, c.start_pos);
+        for (int64_t p = 0; p < c.start_pos; ++p) {
+          const KvSlot sl = cache.slot(c.seq, p);
+          auto it = shadow.find({sl.block, sl.offset});
+          ASSERT_TRUE(it != shadow.end()) << "reused slot never written (seed " << seed << ")";
+          EXPECT_EQ(it->second, kv_signature(ns_of[c.seq], m.tokens, p)) << "wrong K/V served (seed " << seed << ")";
+        }
+        rs.hit_tokens += c.start_pos;
+        m.computed = c.start_pos;
+      }
       EXPECT_EQ(c.start_pos, m.computed) << "chunk does not continue where the cache ends";
       EXPECT_GE(c.num_tokens, 1);
       m.computed += c.num_tokens;
@@ -80,10 +111,17 @@ RunStats run_random(uint32_t seed) {
       if (!model[id].done) expected.push_back(id);
     EXPECT_EQ(live, expected) << "seed " << seed;
     for (SeqId id : running) EXPECT_EQ(cache.num_tokens(id), model[id].computed);
+    // The pass "runs": every scheduled slot gets its K/V.
+    for (const ScheduledChunk& c : out.chunks)
+      for (int64_t p = c.start_pos; p < c.start_pos + c.num_tokens; ++p) {
+        const KvSlot sl = cache.slot(c.seq, p);
+        shadow[{sl.block, sl.offset}] = kv_signature(ns_of[c.seq], model[c.seq].tokens, p);
+      }
   };
 
   auto finish = [&](SeqId id, bool cancelled) {
-    ASSERT_TRUE(sched.remove(id).ok());
+    // Between steps every scheduled chunk has run, so both are correct; false commits less.
+    ASSERT_TRUE(sched.remove(id, !cancelled || uni(0, 1) == 0).ok());
     model[id].done = true;
     (cancelled ? rs.cancelled : rs.finished)++;
   };
@@ -99,9 +137,15 @@ RunStats run_random(uint32_t seed) {
       const int prompt_len = uni(1, int(std::min<int64_t>(20, capacity - 1)));
       const int gen = uni(1, int(std::min<int64_t>(15, capacity - prompt_len)));
       ModelSeq m;
-      for (int i = 0; i < prompt_len; ++i) m.tokens.push_back(token_for(next_id, size_t(i)));
+      // With the prefix cache, most prompts start with one of three shared prefixes.
+      const int family = prefix ? uni(0, 3) : 3;
+      const int shared = family < 3 ? uni(0, 16) : 0;
+      for (int i = 0; i < prompt_len; ++i)
+        m.tokens.push_back(i < shared ? int32_t(5000 + family * 100 + i) : token_for(next_id, size_t(i)));
       m.target_generated = gen;
-      EXPECT_TRUE(sched.add(next_id, m.tokens).ok());
+      const BlockHash ns = prefix ? BlockHash{0, uint64_t(uni(1, 2))} : BlockHash{};
+      ns_of[next_id] = ns;
+      EXPECT_TRUE(sched.add(next_id, m.tokens, ns).ok());
       model[next_id] = m;
       arrival_order.push_back(next_id);
       ++next_id;
@@ -135,17 +179,36 @@ RunStats run_random(uint32_t seed) {
   EXPECT_EQ(rs.finished + rs.cancelled, num_arrivals) << "seed " << seed;
   EXPECT_EQ(cache.num_blocks_used(), 0);
   EXPECT_EQ(sched.num_preemptions(), rs.preemptions);
+  if (!prefix) {
+    EXPECT_EQ(cache.index().size(), 0u) << "prefix caching off must hash nothing";
+  }
+  rs.deferred = sched.num_deferred_admissions();
   return rs;
 }
 
 TEST(SchedulerProperty, RandomRunsKeepEveryInvariantAndFinish) {
   int64_t preemptions = 0;
   for (uint32_t seed = 1; seed <= 300; ++seed) {
-    RunStats rs = run_random(seed);
+    RunStats rs = run_random(seed, false);
     preemptions += rs.preemptions;
+    EXPECT_EQ(rs.hit_tokens, 0);
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_GT(preemptions, 0) << "the pools are small enough that some runs must preempt";
+}
+
+TEST(SchedulerProperty, RandomRunsWithPrefixCacheKeepEveryInvariantAndFinish) {
+  int64_t preemptions = 0, hits = 0, deferred = 0;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    RunStats rs = run_random(seed, true);
+    preemptions += rs.preemptions;
+    hits += rs.hit_tokens;
+    deferred += rs.deferred;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(hits, 0) << "shared prefixes must hit";
+  EXPECT_GT(deferred, 0) << "same-prefix arrivals must sometimes wait for a block being computed";
 }
 
 }  // namespace

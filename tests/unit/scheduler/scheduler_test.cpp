@@ -1,5 +1,7 @@
 // Scheduler unit tests: chunked-prefill boundaries, decode-before-prefill order, max_seqs,
 // FCFS admission without overtaking, preemption of the newest sequence and its recompute.
+// These run with the prefix cache off: the policy without it must stay exactly this one
+// (scheduler_prefix_test.cpp covers it on).
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -24,7 +26,7 @@ void expect_chunk(const ScheduledChunk& c, SeqId seq, int64_t start, int32_t n, 
 
 TEST(Scheduler, ChunkedPrefillSplitsAtTheBudget) {
   KvCacheManager cache(64, 4);
-  Scheduler s({4, 8}, cache);
+  Scheduler s({4, 8, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(20)).ok());
   ScheduleOutput o = s.schedule();
   ASSERT_EQ(o.chunks.size(), 1u);
@@ -46,7 +48,7 @@ TEST(Scheduler, ChunkedPrefillSplitsAtTheBudget) {
 
 TEST(Scheduler, PromptExactlyTheBudgetSamplesAtOnce) {
   KvCacheManager cache(64, 4);
-  Scheduler s({4, 8}, cache);
+  Scheduler s({4, 8, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(8)).ok());
   ScheduleOutput o = s.schedule();
   ASSERT_EQ(o.chunks.size(), 1u);
@@ -55,7 +57,7 @@ TEST(Scheduler, PromptExactlyTheBudgetSamplesAtOnce) {
 
 TEST(Scheduler, AppendWithoutSampledPositionIsRejected) {
   KvCacheManager cache(64, 4);
-  Scheduler s({4, 8}, cache);
+  Scheduler s({4, 8, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(20)).ok());
   EXPECT_FALSE(s.append_token(1, 5).ok());  // waiting
   (void)s.schedule();
@@ -67,7 +69,7 @@ TEST(Scheduler, AppendWithoutSampledPositionIsRejected) {
 
 TEST(Scheduler, DecodeComesBeforePrefillAndSharesTheBudget) {
   KvCacheManager cache(64, 4);
-  Scheduler s({4, 8}, cache);
+  Scheduler s({4, 8, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(3)).ok());
   ScheduleOutput o = s.schedule();
   ASSERT_EQ(o.chunks.size(), 1u);
@@ -87,7 +89,7 @@ TEST(Scheduler, DecodeComesBeforePrefillAndSharesTheBudget) {
 
 TEST(Scheduler, MaxSeqsCapsTheRunningSet) {
   KvCacheManager cache(64, 4);
-  Scheduler s({2, 64}, cache);
+  Scheduler s({2, 64, false}, cache);
   for (SeqId id = 1; id <= 3; ++id) ASSERT_TRUE(s.add(id, prompt_of(2)).ok());
   ScheduleOutput o = s.schedule();
   EXPECT_EQ(o.chunks.size(), 2u);
@@ -103,7 +105,7 @@ TEST(Scheduler, MaxSeqsCapsTheRunningSet) {
 
 TEST(Scheduler, AdmissionIsFirstComeFirstServedWithoutOvertaking) {
   KvCacheManager cache(4, 4);  // 16 token slots
-  Scheduler s({8, 64}, cache);
+  Scheduler s({8, 64, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(10)).ok());  // 3 blocks
   ASSERT_TRUE(s.add(2, prompt_of(8)).ok());   // 2 blocks: does not fit beside 1
   ASSERT_TRUE(s.add(3, prompt_of(2)).ok());   // 1 block: would fit, but may not overtake 2
@@ -121,7 +123,7 @@ TEST(Scheduler, AdmissionIsFirstComeFirstServedWithoutOvertaking) {
 
 TEST(Scheduler, PreemptsTheNewestAndRecomputesItsTokens) {
   KvCacheManager cache(4, 4);  // 16 token slots
-  Scheduler s({8, 64}, cache);
+  Scheduler s({8, 64, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(8)).ok());  // 2 full blocks
   ASSERT_TRUE(s.add(2, prompt_of(7)).ok());  // 2 blocks, one slot left in the last
   ScheduleOutput o = s.schedule();
@@ -150,7 +152,7 @@ TEST(Scheduler, PreemptsTheNewestAndRecomputesItsTokens) {
 
 TEST(Scheduler, RemoveAndResetFreeBlocks) {
   KvCacheManager cache(16, 4);
-  Scheduler s({4, 64}, cache);
+  Scheduler s({4, 64, false}, cache);
   ASSERT_TRUE(s.add(1, prompt_of(10)).ok());
   ASSERT_TRUE(s.add(2, prompt_of(10)).ok());
   (void)s.schedule();
