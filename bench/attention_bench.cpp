@@ -1,5 +1,5 @@
 // Paged attention (one query head, and a group of 3 sharing a KV head) over contexts 128..2048 (SmolLM-135M's
-// head_dim 64, 3 KV heads, 16-token blocks), f32 and f16 caches. Blocks are handed out in a scrambled order,
+// head_dim 64, 3 KV heads, 16-token blocks), for every KV cache type (f32, f16, bf16, q8_0, q4_0). Blocks are handed out in a scrambled order,
 // as a long-running cache does, so the benchmark does not profit from a contiguous layout.
 #include <benchmark/benchmark.h>
 
@@ -25,13 +25,13 @@ struct Fixture {
   std::vector<float> q, out;
 };
 
-std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_queries) {
+std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_queries, int num_layers = 1) {
   KvLayout layout;
-  layout.num_layers = 1;
+  layout.num_layers = num_layers;
   layout.num_kv_heads = kKvHeads;
   layout.head_dim = kHeadDim;
   layout.block_size = kBlockSize;
-  layout.dtype = dtype;
+  layout.set_dtype(dtype);
   const int32_t num_blocks = int32_t((ctx + kBlockSize - 1) / kBlockSize);
   auto kv = KvStorage::create(layout, num_blocks);
   if (!kv.ok()) return nullptr;
@@ -46,7 +46,8 @@ std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_querie
   for (int64_t p = 0; p < ctx; ++p) {
     for (auto& e : k) e = dist(rng);
     for (auto& e : v) e = dist(rng);
-    store_kv_row(*f->kv, f->table[size_t(p / kBlockSize)], 0, int(p % kBlockSize), k.data(), v.data());
+    for (int l = 0; l < num_layers; ++l)
+      store_kv_row(*f->kv, f->table[size_t(p / kBlockSize)], l, int(p % kBlockSize), k.data(), v.data());
   }
   f->q.resize(size_t(num_queries) * kHeadDim);
   f->out.resize(f->q.size());
@@ -54,9 +55,9 @@ std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_querie
   return f;
 }
 
-KvDType dtype_arg(int64_t a) { return a == 0 ? KvDType::F32 : KvDType::F16; }
+KvDType dtype_arg(int64_t a) { return kAllKvDTypes[a]; }
 
-// args: {context, dtype (0 = f32, 1 = f16)}
+// args: {context, dtype (index into kAllKvDTypes: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0)}
 void BM_paged_attention_head(benchmark::State& state) {
   const int64_t ctx = state.range(0);
   auto f = make_fixture(ctx, dtype_arg(state.range(1)), 1);
@@ -68,9 +69,9 @@ void BM_paged_attention_head(benchmark::State& state) {
     paged_attention_head(*f->kv, 0, f->table, ctx, 1, f->q.data(), 0.125f, f->out.data());
     benchmark::DoNotOptimize(f->out.data());
   }
-  state.SetLabel(kv_dtype_name(f->kv->layout().dtype));
+  state.SetLabel(kv_dtype_name(f->kv->layout().k_dtype));
   // K and V rows read per call.
-  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * 2 * int64_t(f->kv->layout().head_row_bytes()));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * 2 * int64_t(f->kv->layout().head_row_bytes(KvPart::kKey)));
 }
 
 // The grouped form the forward pass uses: SmolLM-135M has 9 query heads over 3 KV heads, so each
@@ -87,16 +88,37 @@ void BM_paged_attention_group3(benchmark::State& state) {
     paged_attention_group(*f->kv, 0, f->table, ctx, 1, f->q.data(), kGroup, 0.125f, f->out.data());
     benchmark::DoNotOptimize(f->out.data());
   }
-  state.SetLabel(kv_dtype_name(f->kv->layout().dtype));
-  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * 2 * int64_t(f->kv->layout().head_row_bytes()));
+  state.SetLabel(kv_dtype_name(f->kv->layout().k_dtype));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * 2 * int64_t(f->kv->layout().head_row_bytes(KvPart::kKey)));
+}
+
+// One decode step's attention, single thread: SmolLM-135M's 30 layers x 3 KV heads (groups of 3)
+// over a cache of 30 layers, so K/V come from memory as in the engine, not from a warm L2.
+void BM_decode_step_attention(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  constexpr int kGroup = 3, kLayers = 30;
+  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kGroup, kLayers);
+  if (!f) {
+    state.SkipWithError("KV arena allocation failed");
+    return;
+  }
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l)
+      for (int h = 0; h < kKvHeads; ++h)
+        paged_attention_group(*f->kv, l, f->table, ctx, h, f->q.data(), kGroup, 0.125f, f->out.data());
+    benchmark::DoNotOptimize(f->out.data());
+  }
+  state.SetLabel(kv_dtype_name(f->kv->layout().k_dtype));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
 BENCHMARK(BM_paged_attention_head)
-    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1}})
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_paged_attention_group3)
-    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1}})
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step_attention)->ArgsProduct({{128, 2048}, {0, 1, 3, 4}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve

@@ -45,13 +45,13 @@ Runner add_inspect(CLI::App& app) {
     std::printf("\nmodel: arch %s, %d layers, hidden %d, %d heads, %d KV heads, head dim %d, ffn %d, context %d\n",
                 hp->arch.c_str(), hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
                 hp->n_ctx_train);
-    std::printf("KV bytes per token (2 x layers x kv_heads x head_dim x bytes):\n");
-    for (KvDType dt : {KvDType::F32, KvDType::F16}) {
+    std::printf("KV bytes per token (2 x layers x kv_heads x head row bytes; q8_0/q4_0 rows include their scales):\n");
+    for (KvDType dt : kAllKvDTypes) {
       KvLayout L;
       L.num_layers = hp->n_layer;
       L.num_kv_heads = hp->n_head_kv;
       L.head_dim = hp->head_dim;
-      L.dtype = dt;
+      L.set_dtype(dt);
       size_t per_tok = L.bytes_per_token();
       std::printf("  %-4s %10zu bytes/token, %s for a full %d-token context\n", kv_dtype_name(dt), per_tok,
                   format_bytes(per_tok * size_t(hp->n_ctx_train)).c_str(), hp->n_ctx_train);

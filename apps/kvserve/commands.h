@@ -27,7 +27,9 @@ std::vector<CommandFactory> registered_commands();
 // Flags shared by every command that loads a model for inference.
 struct EngineFlags {
   std::string model;
-  std::string kv_type = "f32";
+  std::string kv_type = "f32";  // K and V
+  std::string kv_type_k;        // "" = kv_type
+  std::string kv_type_v;        // "" = kv_type
   std::string kv_memory;
   int64_t ctx = 0;
   int block_size = 16;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "commands.h"
 
@@ -27,7 +28,10 @@ std::vector<CommandFactory> registered_commands() {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
   cmd->add_option("-m,--model", f->model, "GGUF model file")->required();
-  cmd->add_option("--kv-type", f->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+  cmd->add_option("--kv-type", f->kv_type, "KV cache element type of K and V: f32, f16, bf16, q8_0 or q4_0")
+      ->capture_default_str();
+  cmd->add_option("--kv-type-k", f->kv_type_k, "K cache element type (overrides --kv-type)");
+  cmd->add_option("--kv-type-v", f->kv_type_v, "V cache element type (overrides --kv-type)");
   cmd->add_option("--kv-memory", f->kv_memory, "KV cache budget: bytes (512MiB) or a fraction of RAM (0.6)");
   cmd->add_option("--ctx", f->ctx, "context length in tokens (default: the model's)");
   cmd->add_option("--block-size", f->block_size, "tokens per KV block")->capture_default_str();
@@ -43,6 +47,16 @@ std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
   if (!kv.ok()) {
     std::fprintf(stderr, "error: --kv-type: %s\n", kv.status().message().c_str());
     return nullptr;
+  }
+  for (auto [text, flag, field] : {std::tuple{&f.kv_type_k, "--kv-type-k", &o.kv_type_k},
+                                   std::tuple{&f.kv_type_v, "--kv-type-v", &o.kv_type_v}}) {
+    if (text->empty()) continue;
+    auto t = parse_kv_dtype(*text);
+    if (!t.ok()) {
+      std::fprintf(stderr, "error: %s: %s\n", flag, t.status().message().c_str());
+      return nullptr;
+    }
+    *field = *t;
   }
   if (f.block_size <= 0 || f.block_size > 4096) {
     std::fprintf(stderr, "error: --block-size must be in 1..4096\n");

@@ -95,7 +95,8 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   layout.num_kv_heads = hp.n_head_kv;
   layout.head_dim = hp.head_dim;
   layout.block_size = opts.block_size;
-  layout.dtype = opts.kv_type;
+  layout.k_dtype = opts.kv_type_k.value_or(opts.kv_type);
+  layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
   KVS_RETURN_IF_ERROR(layout.validate());
   // One arena for the largest phase; phases run one after another on an emptied cache.
   const int bs = opts.block_size;
@@ -276,7 +277,11 @@ Expected<BenchReport> Benchmark::run_all() {
   rep.model_path = opts_.model_path;
   rep.arch = model_->hparams().arch;
   rep.model_ctx = ctx_;
-  rep.kv_type = kv_dtype_name(opts_.kv_type);
+  {
+    const KvLayout& L = kv_.layout();
+    rep.kv_type = L.k_dtype == L.v_dtype ? std::string(kv_dtype_name(L.k_dtype))
+                                         : std::string("k=") + kv_dtype_name(L.k_dtype) + ",v=" + kv_dtype_name(L.v_dtype);
+  }
   rep.weight_bytes = model_->weight_bytes();
   KVS_ASSIGN_OR_RETURN(rep.prefill, run_prefill());
   for (int b : opts_.batch_sizes) {

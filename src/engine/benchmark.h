@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,9 @@ struct BenchOptions {
   std::vector<int> batch_sizes{1, 4, 8};
   int repeat = 3;   // timed repetitions; best and median are reported
   int threads = 0;  // 0: one per core
-  KvDType kv_type = KvDType::F32;
+  KvDType kv_type = KvDType::F32;  // K and V element type, unless overridden below
+  std::optional<KvDType> kv_type_k;
+  std::optional<KvDType> kv_type_v;
   int block_size = 16;
   bool measure_bandwidth = true;
   size_t bandwidth_bytes = 0;  // 0: default_bandwidth_buffer_bytes()
@@ -82,7 +85,7 @@ struct BenchReport {
   std::string model_path;
   std::string arch;
   int64_t model_ctx = 0;
-  std::string kv_type;
+  std::string kv_type;  // "f32" when K and V share a type, else "k=q8_0,v=q4_0"
   size_t weight_bytes = 0;  // bytes read per decoded token
   PrefillResult prefill;
   std::vector<DecodeResult> decode;

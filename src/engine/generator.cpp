@@ -27,7 +27,8 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   layout.num_kv_heads = hp.n_head_kv;
   layout.head_dim = hp.head_dim;
   layout.block_size = opts.block_size;
-  layout.dtype = opts.kv_type;
+  layout.k_dtype = opts.kv_type_k.value_or(opts.kv_type);
+  layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
   KVS_RETURN_IF_ERROR(layout.validate());
   int64_t ctx = opts.ctx > 0 ? opts.ctx : hp.n_ctx_train;
   int32_t num_blocks = 0;

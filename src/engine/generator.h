@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ namespace kvserve {
 
 struct GeneratorOptions {
   std::string model_path;
-  KvDType kv_type = KvDType::F32;
+  KvDType kv_type = KvDType::F32;  // K and V element type, unless overridden below
+  std::optional<KvDType> kv_type_k;  // --kv-type-k
+  std::optional<KvDType> kv_type_v;  // --kv-type-v
   int block_size = 16;
   std::string kv_memory;  // "512MiB" or a RAM fraction "0.6"; empty: size for `ctx` tokens
   int64_t ctx = 0;        // context length in tokens; 0: the model's training context

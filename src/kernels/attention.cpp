@@ -1,12 +1,16 @@
 // Paged attention kernels (see attention.h).
 //
 // Vector path (AVX2 + FMA + F16C, the project baseline): positions are taken in tiles of up to
-// kTile consecutive slots of one block. Per tile, for up to kSubGroup query heads at a time:
-//   1. scores[g][j] = q[g] . K[j] * scale: each K row is loaded (and converted from f16) once per
-//      8-lane chunk and multiplied into every head's accumulator;
+// kTile consecutive slots of one block. f32 rows are read in place; f16, bf16, q8_0 and q4_0 rows
+// of the tile are first dequantized into kbuf/vbuf ([kTile][head_dim] f32 on the stack, so in L1)
+// and then read as f32 (one code path for every type; the conversion is a small part of the
+// work next to the G-fold FMAs on each row). Per tile, for up to kSubGroup query heads at a time:
+//   1. scores[g][j] = q[g] . K[j] * scale, eight positions per pass (eight independent FMA
+//      chains, reduced together by hsum8): the loop is bound by loads, not FMA latency;
 //   2. online softmax update per head: m' = max(m, max_j scores), c = e^(m - m'), the running sum
 //      and the output accumulator are scaled by c, p[g][j] = e^(scores[g][j] - m');
-//   3. acc[g] += sum_j p[g][j] V[j], again loading each V chunk once for every head.
+//   3. acc[g] += sum_j p[g][j] V[j], each V chunk loaded once for every head, with G x NC
+//      accumulators in registers (NC chunks of 8 per pass, more when the group is small).
 // Buffers: scores/p [kSubGroup][kTile] and acc [kSubGroup][head_dim <= kMaxVectorHeadDim] live on
 // the stack; nothing scales with n.
 #include "kernels/attention.h"
@@ -15,7 +19,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/simd_avx2.h"
 #include "util/half.h"
@@ -27,63 +33,124 @@ namespace {
 constexpr int kTile = 16;      // positions per softmax update
 constexpr int kSubGroup = 8;   // query heads handled together (larger groups are split)
 
-// Start of K (or V) row of `slot` in block `block` for the view's kv_head, as element pointer
-// (bytes: element size 2 for f16, 4 for f32).
-inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& kv, int32_t block, int slot, int kv_head) {
-  const size_t esize = kv.f16 ? 2 : 4;
-  const size_t elems = (size_t(slot) * size_t(kv.num_kv_heads) + size_t(kv_head)) * size_t(kv.head_dim);
-  return plane0 + size_t(block) * kv.block_stride + elems * esize;
+// Start of the K (or V) head row of `slot` in block `block` for kv_head.
+inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& kv, size_t row_bytes, int32_t block,
+                              int slot, int kv_head) {
+  const size_t rows = size_t(slot) * size_t(kv.num_kv_heads) + size_t(kv_head);
+  return plane0 + size_t(block) * kv.block_stride + rows * row_bytes;
 }
 
-inline float load_scalar(const uint8_t* row, int i, bool f16) {
-  if (f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
-  return reinterpret_cast<const float*>(row)[i];
+// Sum of each of 8 vectors, as one vector: lane j = sum of a[j]'s 8 lanes.
+inline __m256 hsum8(const __m256 a[8]) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  // u0 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], u1 likewise for a4..a7.
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-template <bool F16>
-inline __m256 load8(const uint8_t* row, int i) {
-  if constexpr (F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + i / 8));
-  } else {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+// p[g][j] = q[g] . K[j] * scale for j < T (<= kTile), krow[j] being f32 rows of hd values
+// (krow[j] for j in [T, kTile) must be readable; their scores are overwritten by the caller).
+// Eight positions at a time per head: eight independent FMA chains instead of one.
+void tile_scores(const float* const* krow, const float* q, int G, int hd, float scale, float (*p)[kTile]) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (int g = 0; g < G; ++g) {
+    const float* qg = q + size_t(g) * hd;
+    for (int j0 = 0; j0 < kTile; j0 += 8) {
+      __m256 a[8];
+      for (int j = 0; j < 8; ++j) a[j] = _mm256_setzero_ps();
+      for (int d = 0; d < hd; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qg + d);
+        for (int j = 0; j < 8; ++j) a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(krow[j0 + j] + d), a[j]);
+      }
+      _mm256_store_ps(&p[g][j0], _mm256_mul_ps(hsum8(a), sv));
+    }
   }
 }
 
-// The vector path for G <= kSubGroup heads whose queries are q[G][hd].
-template <bool F16>
-void attend_subgroup(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int G, float scale,
-                     float* out) {
+// acc[g][d0..hd) += sum_{j < T} p[g][j] V[j] for G heads (compile time, so the G x NC
+// accumulators stay in registers), NC 8-lane chunks of the head dimension per pass.
+template <int G, int NC>
+void tile_accumulate(const float* const* vrow, int T, const float (*p)[kTile], int hd, int d0,
+                     float (*acc)[kMaxVectorHeadDim]) {
+  int d = d0;
+  for (; d + 8 * NC <= hd; d += 8 * NC) {
+    __m256 a[G][NC];
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < NC; ++c) a[g][c] = _mm256_load_ps(&acc[g][d + 8 * c]);
+    for (int j = 0; j < T; ++j) {
+      __m256 v[NC];
+      for (int c = 0; c < NC; ++c) v[c] = _mm256_loadu_ps(vrow[j] + d + 8 * c);
+      for (int g = 0; g < G; ++g) {
+        const __m256 w = _mm256_broadcast_ss(&p[g][j]);
+        for (int c = 0; c < NC; ++c) a[g][c] = _mm256_fmadd_ps(w, v[c], a[g][c]);
+      }
+    }
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < NC; ++c) _mm256_store_ps(&acc[g][d + 8 * c], a[g][c]);
+  }
+  if constexpr (NC > 1)
+    if (d < hd) tile_accumulate<G, 1>(vrow, T, p, hd, d, acc);
+}
+
+// Chunks per pass: enough independent FMA chains (G x NC >= 4 where possible) within 16 registers.
+void accumulate(const float* const* vrow, int T, const float (*p)[kTile], int G, int hd, float (*acc)[kMaxVectorHeadDim]) {
+  switch (G) {
+    case 1: return tile_accumulate<1, 4>(vrow, T, p, hd, 0, acc);
+    case 2: return tile_accumulate<2, 4>(vrow, T, p, hd, 0, acc);
+    case 3: return tile_accumulate<3, 2>(vrow, T, p, hd, 0, acc);
+    case 4: return tile_accumulate<4, 2>(vrow, T, p, hd, 0, acc);
+    case 5: return tile_accumulate<5, 1>(vrow, T, p, hd, 0, acc);
+    case 6: return tile_accumulate<6, 1>(vrow, T, p, hd, 0, acc);
+    case 7: return tile_accumulate<7, 1>(vrow, T, p, hd, 0, acc);
+    default: return tile_accumulate<8, 1>(vrow, T, p, hd, 0, acc);
+  }
+}
+
+// The vector path for G <= kSubGroup heads whose queries are q[G][hd]; writes their state into
+// `partial` (group heads in all, this sub-group's first head being g0).
+void attend_subgroup(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int G,
+                     float scale, int group, int g0, float* partial) {
   const int hd = kv.head_dim;
   const int bs = kv.block_size;
+  const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
+  const bool k_deq = kv.k_type != KvElem::F32, v_deq = kv.v_type != KvElem::F32;
   alignas(32) float acc[kSubGroup][kMaxVectorHeadDim];
   alignas(32) float p[kSubGroup][kTile];
+  alignas(32) float kbuf[kTile][kMaxVectorHeadDim];  // dequantized K rows of the tile (when k_deq)
+  alignas(32) float vbuf[kTile][kMaxVectorHeadDim];  // dequantized V rows of the tile (when v_deq)
   float m[kSubGroup], s[kSubGroup];
   for (int g = 0; g < G; ++g) {
     std::fill(acc[g], acc[g] + hd, 0.0f);
     m[g] = -std::numeric_limits<float>::infinity();
     s[g] = 0.0f;
   }
-  const uint8_t* krow[kTile];
-  const uint8_t* vrow[kTile];
-  for (int64_t p0 = 0; p0 < n;) {
+  const float* krow[kTile];
+  const float* vrow[kTile];
+  for (int64_t p0 = begin; p0 < end;) {
     // A tile: consecutive slots of one block.
     const int32_t block = kv.table[size_t(p0 / bs)];
     const int slot0 = int(p0 % bs);
-    const int T = int(std::min<int64_t>({int64_t(kTile), int64_t(bs - slot0), n - p0}));
+    const int T = int(std::min<int64_t>({int64_t(kTile), int64_t(bs - slot0), end - p0}));
     for (int j = 0; j < T; ++j) {
-      krow[j] = row_ptr(kv.k0, kv, block, slot0 + j, kv_head);
-      vrow[j] = row_ptr(kv.v0, kv, block, slot0 + j, kv_head);
-    }
-    // 1. scores, padded with -inf up to kTile so exp gives exact zeros there.
-    for (int j = 0; j < T; ++j) {
-      __m256 a[kSubGroup];
-      for (int g = 0; g < G; ++g) a[g] = _mm256_setzero_ps();
-      for (int d = 0; d < hd; d += 8) {
-        const __m256 k = load8<F16>(krow[j], d);
-        for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + d), k, a[g]);
+      const uint8_t* kr = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head);
+      const uint8_t* vr = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head);
+      if (k_deq) {
+        kv_dequantize_row(kv.k_type, kr, hd, kbuf[j]);
+        krow[j] = kbuf[j];
+      } else {
+        krow[j] = reinterpret_cast<const float*>(kr);
       }
-      for (int g = 0; g < G; ++g) p[g][j] = avx2::hsum(a[g]) * scale;
+      if (v_deq) {
+        kv_dequantize_row(kv.v_type, vr, hd, vbuf[j]);
+        vrow[j] = vbuf[j];
+      } else {
+        vrow[j] = reinterpret_cast<const float*>(vr);
+      }
     }
+    for (int j = T; j < kTile; ++j) krow[j] = krow[0];  // scored, then masked below
+    // 1. scores, padded with -inf up to kTile so exp gives exact zeros there.
+    tile_scores(krow, q, G, hd, scale, p);
     for (int g = 0; g < G; ++g)
       for (int j = T; j < kTile; ++j) p[g][j] = -std::numeric_limits<float>::infinity();
     // 2. online softmax update.
@@ -106,43 +173,36 @@ void attend_subgroup(const PagedKvView& kv, int64_t n, int kv_head, const float*
         for (int d = 0; d < hd; d += 8) _mm256_store_ps(&acc[g][d], _mm256_mul_ps(_mm256_load_ps(&acc[g][d]), cv));
       }
     }
-    // 3. acc[g] += p[g][j] V[j], one 8-lane chunk of V for all heads at a time.
-    for (int d = 0; d < hd; d += 8) {
-      __m256 a[kSubGroup];
-      for (int g = 0; g < G; ++g) a[g] = _mm256_load_ps(&acc[g][d]);
-      for (int j = 0; j < T; ++j) {
-        const __m256 v = load8<F16>(vrow[j], d);
-        for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&p[g][j]), v, a[g]);
-      }
-      for (int g = 0; g < G; ++g) _mm256_store_ps(&acc[g][d], a[g]);
-    }
+    // 3. acc[g] += p[g][j] V[j], each V chunk loaded once for all heads.
+    accumulate(vrow, T, p, G, hd, acc);
     p0 += T;
   }
   for (int g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(s[g] > 0 ? 1.0f / s[g] : 0.0f);
-    for (int d = 0; d < hd; d += 8)
-      _mm256_storeu_ps(out + g * hd + d, _mm256_mul_ps(_mm256_load_ps(&acc[g][d]), inv));
+    partial[g0 + g] = m[g];
+    partial[group + g0 + g] = s[g];
+    std::memcpy(partial + 2 * group + size_t(g0 + g) * hd, acc[g], size_t(hd) * sizeof(float));
   }
 }
 
-}  // namespace
-
-void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,
-                            float scale, float* out) {
+// The scalar state of [begin, end) for all `group` heads (any head_dim).
+void partial_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
+                    float scale, float* partial) {
   const int hd = kv.head_dim;
+  const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
+  std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));  // one dequantized row each
   for (int g = 0; g < group; ++g) {
     const float* qg = q + g * hd;
-    float* o = out + g * hd;
+    float* o = partial + 2 * group + size_t(g) * hd;
     float m = -std::numeric_limits<float>::infinity();  // running max of scores
     float s = 0.0f;                                       // running sum of exp(score - m)
     for (int i = 0; i < hd; ++i) o[i] = 0.0f;
-    for (int64_t p = 0; p < n; ++p) {
+    for (int64_t p = begin; p < end; ++p) {
       const int32_t block = kv.table[size_t(p / kv.block_size)];
       const int slot = int(p % kv.block_size);
-      const uint8_t* k = row_ptr(kv.k0, kv, block, slot, kv_head);
-      const uint8_t* v = row_ptr(kv.v0, kv, block, slot, kv_head);
+      kv_dequantize_row_scalar(kv.k_type, row_ptr(kv.k0, kv, k_row, block, slot, kv_head), hd, k.data());
+      kv_dequantize_row_scalar(kv.v_type, row_ptr(kv.v0, kv, v_row, block, slot, kv_head), hd, v.data());
       float score = 0.0f;
-      for (int i = 0; i < hd; ++i) score += qg[i] * load_scalar(k, i, kv.f16);
+      for (int i = 0; i < hd; ++i) score += qg[i] * k[size_t(i)];
       score *= scale;
       if (score > m) {
         // Rescale what was accumulated under the old maximum.
@@ -153,27 +213,73 @@ void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const
       }
       const float e = std::exp(score - m);
       s += e;
-      for (int i = 0; i < hd; ++i) o[i] += e * load_scalar(v, i, kv.f16);
+      for (int i = 0; i < hd; ++i) o[i] += e * v[size_t(i)];
     }
-    const float inv = s > 0 ? 1.0f / s : 0.0f;
-    for (int i = 0; i < hd; ++i) o[i] *= inv;
+    partial[g] = m;
+    partial[group + g] = s;
   }
 }
 
-void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group, float scale,
-                     float* out) {
+}  // namespace
+
+void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
+                       float scale, float* partial) {
   const int hd = kv.head_dim;
   if (hd % 8 != 0 || hd > kMaxVectorHeadDim) {
-    attention_group_scalar(kv, n, kv_head, q, group, scale, out);
+    partial_scalar(kv, begin, end, kv_head, q, group, scale, partial);
     return;
   }
   for (int g0 = 0; g0 < group; g0 += kSubGroup) {
     const int G = std::min(kSubGroup, group - g0);
-    if (kv.f16)
-      attend_subgroup<true>(kv, n, kv_head, q + g0 * hd, G, scale, out + g0 * hd);
-    else
-      attend_subgroup<false>(kv, n, kv_head, q + g0 * hd, G, scale, out + g0 * hd);
+    attend_subgroup(kv, begin, end, kv_head, q + size_t(g0) * hd, G, scale, group, g0, partial);
   }
+}
+
+void attention_merge(int group, int head_dim, float* into, const float* other) {
+  for (int g = 0; g < group; ++g) {
+    const float m1 = into[g], m2 = other[g];
+    const float m = std::max(m1, m2);
+    // A state of no positions has m = -inf and contributes e^-inf = 0.
+    const float c1 = m1 == m ? 1.0f : std::exp(m1 - m);
+    const float c2 = m2 == m ? 1.0f : std::exp(m2 - m);
+    into[g] = m;
+    into[group + g] = into[group + g] * c1 + other[group + g] * c2;
+    float* a = into + 2 * group + size_t(g) * head_dim;
+    const float* b = other + 2 * group + size_t(g) * head_dim;
+    for (int i = 0; i < head_dim; ++i) a[i] = a[i] * c1 + b[i] * c2;
+  }
+}
+
+void attention_finish(int group, int head_dim, const float* partial, float* out) {
+  for (int g = 0; g < group; ++g) {
+    const float s = partial[group + g];
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    const float* a = partial + 2 * group + size_t(g) * head_dim;
+    for (int i = 0; i < head_dim; ++i) out[size_t(g) * head_dim + i] = a[i] * inv;
+  }
+}
+
+void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,
+                            float scale, float* out) {
+  std::vector<float> st(attention_partial_floats(group, kv.head_dim));
+  partial_scalar(kv, 0, n, kv_head, q, group, scale, st.data());
+  attention_finish(group, kv.head_dim, st.data(), out);
+}
+
+void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group, float scale,
+                     float* out) {
+  // Two states (the merged prefix and the next chunk), reused by this thread across calls.
+  thread_local std::vector<float> scratch;
+  const size_t pf = attention_partial_floats(group, kv.head_dim);
+  if (scratch.size() < 2 * pf) scratch.resize(2 * pf);
+  float* acc = scratch.data();
+  float* next = acc + pf;
+  attention_partial(kv, 0, std::min(n, kAttentionChunk), kv_head, q, group, scale, acc);
+  for (int64_t c0 = kAttentionChunk; c0 < n; c0 += kAttentionChunk) {
+    attention_partial(kv, c0, std::min(n, c0 + kAttentionChunk), kv_head, q, group, scale, next);
+    attention_merge(group, kv.head_dim, acc, next);
+  }
+  attention_finish(group, kv.head_dim, acc, out);
 }
 
 }  // namespace kvserve

@@ -3,16 +3,29 @@
 // Kept free of the KV-cache types (kernels sit below kvcache in the module graph): the caller
 // describes the K/V planes of one layer with a PagedKvView (model/paged_attention.cpp builds it
 // from a KvStorage), so these kernels can be tested on plain buffers.
+//
+// K and V may each be stored as f32, f16, bf16, q8_0 or q4_0 (kernels/kv_quant.h). Quantized and
+// bf16 rows are dequantized on the fly, a tile of at most 16 positions at a time, into a stack
+// buffer; no full-precision copy of the cache exists.
+//
+// Work can be split by position: attention_partial computes the unnormalized online-softmax state
+// of a range of positions and attention_merge combines two such states exactly (up to rounding).
+// attention_group always cuts [0, n) at multiples of kAttentionChunk and merges the chunks left
+// to right, so a caller that computes the same chunks on different threads and merges them in the
+// same order gets bit-identical results, whatever the thread count.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_quant.h"
+
 namespace kvserve {
 
 // One layer's K and V of one sequence. Position p lives in block table[p / block_size] at slot
-// p % block_size; a slot is [num_kv_heads][head_dim] elements (f32, or f16 bits when f16).
-// The K plane of block b starts at k0 + b * block_stride bytes (V likewise from v0).
+// p % block_size; a slot is [num_kv_heads] head rows of kv_row_bytes(type, head_dim) bytes each
+// (k_type for K, v_type for V). The K plane of block b starts at k0 + b * block_stride bytes (V
+// likewise from v0).
 struct PagedKvView {
   const uint8_t* k0;
   const uint8_t* v0;
@@ -21,20 +34,41 @@ struct PagedKvView {
   int block_size;
   int num_kv_heads;
   int head_dim;
-  bool f16;
+  KvElem k_type = KvElem::F32;
+  KvElem v_type = KvElem::F32;
 };
+
+// Positions per chunk of attention_group (a multiple of the kernels' 16-position tile).
+constexpr int64_t kAttentionChunk = 128;
+inline int64_t attention_num_chunks(int64_t n) { return (n + kAttentionChunk - 1) / kAttentionChunk; }
+
+// The online-softmax state of `group` heads over some positions, in one float buffer of
+// attention_partial_floats(group, head_dim):
+//   [0, group)              m[g]: the largest score seen
+//   [group, 2 group)        s[g]: sum of e^(score - m[g])
+//   [2 group, ... )         acc[g][head_dim]: sum of e^(score - m[g]) V (not yet divided by s)
+inline size_t attention_partial_floats(int group, int head_dim) { return size_t(group) * size_t(head_dim + 2); }
+
+// The state of the positions [begin, end) (begin < end) for the group's queries q[group][head_dim].
+void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
+                       float scale, float* partial);
+// into = the state of both position sets (into's positions come first; merge left to right).
+void attention_merge(int group, int head_dim, float* into, const float* other);
+// out[group][head_dim] = acc / s.
+void attention_finish(int group, int head_dim, const float* partial, float* out);
 
 // For g in [0, group): out[g][0..head_dim) = softmax(q[g] . K[0..n) * scale) . V over KV head
 // kv_head, where q and out are [group][head_dim] f32. K and V are read once for the whole group.
-// One pass with an online softmax (running max and sum per head): no [n] score buffer. n >= 1.
+// Chunks of kAttentionChunk positions (attention_partial), merged left to right; no [n] buffer. n >= 1.
 void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group, float scale,
                      float* out);
 
-// The plain scalar version of the same (reference for tests; also used for head_dim not a multiple
-// of 8 or above kMaxVectorHeadDim).
+// The plain scalar version: one online-softmax pass over [0, n) (reference for tests).
 void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,
                             float scale, float* out);
 
+// The vector path needs head_dim % 8 == 0 and head_dim <= kMaxVectorHeadDim; other head dims
+// take the scalar partial.
 constexpr int kMaxVectorHeadDim = 256;
 
 }  // namespace kvserve

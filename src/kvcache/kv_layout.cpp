@@ -14,6 +14,12 @@ const char* kv_dtype_name(KvDType dtype) {
       return "f32";
     case KvDType::F16:
       return "f16";
+    case KvDType::BF16:
+      return "bf16";
+    case KvDType::Q8_0:
+      return "q8_0";
+    case KvDType::Q4_0:
+      return "q4_0";
   }
   return "unknown";
 }
@@ -21,24 +27,51 @@ const char* kv_dtype_name(KvDType dtype) {
 Expected<KvDType> parse_kv_dtype(const std::string& text) {
   std::string lower;
   for (char c : text) lower += char(std::tolower(static_cast<unsigned char>(c)));
-  for (KvDType d : {KvDType::F32, KvDType::F16})
+  for (KvDType d : kAllKvDTypes)
     if (lower == kv_dtype_name(d)) return d;
-  return invalid_argument("unknown KV cache dtype '" + text + "' (use f32 or f16)");
+  return invalid_argument("unknown KV cache type '" + text + "' (use f32, f16, bf16, q8_0 or q4_0)");
 }
+
+bool kv_dtype_is_quantized(KvDType dtype) { return dtype == KvDType::Q8_0 || dtype == KvDType::Q4_0; }
 
 size_t kv_dtype_bytes(KvDType dtype) {
   switch (dtype) {
     case KvDType::F32:
       return 4;
     case KvDType::F16:
+    case KvDType::BF16:
       return 2;
+    case KvDType::Q8_0:
+    case KvDType::Q4_0:
+      break;
+  }
+  KVS_ASSERT(false, "kv_dtype_bytes: not a float KvDType (use kv_dtype_row_bytes)");
+  return 0;
+}
+
+size_t kv_dtype_row_bytes(KvDType dtype, int64_t num_elements) {
+  const size_t n = size_t(num_elements);
+  const size_t full = n / kKvQuantGroup;                   // F: full groups
+  const size_t rest = n % kKvQuantGroup;                   // r: values of the short last group
+  const size_t groups = full + (rest != 0 ? 1 : 0);        // G
+  switch (dtype) {
+    case KvDType::F32:
+      return 4 * n;
+    case KvDType::F16:
+    case KvDType::BF16:
+      return 2 * n;
+    case KvDType::Q8_0:
+      return 2 * groups + n;
+    case KvDType::Q4_0:
+      return 2 * groups + 16 * full + (rest + 1) / 2;
   }
   KVS_ASSERT(false, "bad KvDType");
   return 0;
 }
 
-size_t kv_dtype_row_bytes(KvDType dtype, int64_t num_elements) {
-  return size_t(num_elements) * kv_dtype_bytes(dtype);
+std::string KvLayout::type_signature() const {
+  return std::string("k=") + kv_dtype_name(k_dtype) + ",v=" + kv_dtype_name(v_dtype) +
+         ",bs=" + std::to_string(block_size);
 }
 
 Status KvLayout::validate() const {
@@ -50,10 +83,11 @@ Status KvLayout::validate() const {
     return invalid_argument("KV layout: head_dim must be > 0, got " + std::to_string(head_dim));
   if (block_size <= 0)
     return invalid_argument("KV layout: block_size must be > 0, got " + std::to_string(block_size));
-  // block_bytes() = 2 * layers * block_size * kv_heads * row bytes; refuse shapes whose product
-  // would wrap size_t rather than size an arena from a wrapped number.
-  size_t bytes = kv_dtype_row_bytes(dtype, head_dim);
-  for (size_t factor : {size_t(num_kv_heads), size_t(block_size), size_t(num_layers), size_t(2)})
+  // Refuse shapes whose block_bytes() would wrap size_t rather than size an arena from a
+  // wrapped number.
+  // (K row + V row) * kv_heads * block_size * layers must fit; the row sum cannot wrap.
+  size_t bytes = kv_dtype_row_bytes(k_dtype, head_dim) + kv_dtype_row_bytes(v_dtype, head_dim);
+  for (size_t factor : {size_t(num_kv_heads), size_t(block_size), size_t(num_layers)})
     if (__builtin_mul_overflow(bytes, factor, &bytes))
       return invalid_argument("KV layout: block size in bytes overflows");
   return Status::ok_status();

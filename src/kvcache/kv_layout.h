@@ -1,12 +1,28 @@
-// The shape of the KV cache: element type, model dimensions that size a token's K/V, and the
-// block size. Everything that turns "a block id and a layer" into bytes goes through here, so
-// the model's attention and KvStorage agree on one layout.
+// The shape of the KV cache: element types of K and of V, model dimensions that size a token's
+// K/V, and the block size. Everything that turns "a block id and a layer" into bytes goes
+// through here, so the model's attention and KvStorage agree on one layout.
 //
 // Byte layout of one block (block_bytes() bytes), planes in this order:
 //   for layer in [0, num_layers):
-//     K plane: [block_size][num_kv_heads][head_dim] elements of dtype   (plane_bytes() bytes)
-//     V plane: [block_size][num_kv_heads][head_dim] elements of dtype   (plane_bytes() bytes)
-// Within a plane, token slot s of head h starts at (s * num_kv_heads + h) * head_row_bytes().
+//     K plane: [block_size][num_kv_heads] head rows of k_dtype   (plane_bytes(kKey) bytes)
+//     V plane: [block_size][num_kv_heads] head rows of v_dtype   (plane_bytes(kValue) bytes)
+// Within a plane, token slot s of head h starts at (s * num_kv_heads + h) * head_row_bytes(part).
+// Rows are packed with no padding, so a row need not be aligned (kernels load unaligned).
+//
+// A head row holds head_dim values. Float types store them as plain elements. The quantized
+// types cut the row into groups along the head dimension: groups of 32 values, the last group
+// of r = head_dim % 32 values when head_dim is not a multiple of 32 (so head_dim 8 is one group
+// of 8; head_dim 80 is 32 + 32 + 16). Each group is stored as its f16 scale d, then its values:
+//   q8_0: [d: f16][g int8 q]                     value = d * q
+//   q4_0: [d: f16][ceil(g/2) bytes of nibbles]   value = d * (nibble - 8); byte j holds value j
+//         in its low nibble and value j + ceil(g/2) in its high nibble (an odd g leaves the last
+//         high nibble 8, i.e. zero). A full group of 32 is exactly the GGUF block_q4_0 (and q8_0
+//         the GGUF block_q8_0), with the same rounding.
+// Row bytes (the exact formula kv_dtype_row_bytes implements; n = head_dim, G = ceil(n / 32),
+// F = floor(n / 32), r = n - 32 F):
+//   f32: 4 n     f16, bf16: 2 n
+//   q8_0: 2 G + n                          (n = 64: 68 bytes; n = 8: 10 bytes)
+//   q4_0: 2 G + 16 F + ceil(r / 2)         (n = 64: 36 bytes; n = 8: 6 bytes)
 #pragma once
 
 #include <cstddef>
@@ -17,17 +33,23 @@
 
 namespace kvserve {
 
-// Element type of cached K/V. Float types only for now; quantized types (Q8_0, Q4_0) will
-// store a head row as groups with scales, which is why sizes are asked per row
-// (kv_dtype_row_bytes) rather than multiplied out from a per-element size everywhere.
-enum class KvDType : uint8_t { F32, F16 };
+// Element type of cached K or V.
+enum class KvDType : uint8_t { F32, F16, BF16, Q8_0, Q4_0 };
 
-const char* kv_dtype_name(KvDType dtype);  // "f32", "f16"
+// Every KvDType, in declaration order (for listings and tests).
+inline constexpr KvDType kAllKvDTypes[] = {KvDType::F32, KvDType::F16, KvDType::BF16, KvDType::Q8_0,
+                                           KvDType::Q4_0};
+// Values per quantization group of the quantized types (the last group of a row may be shorter).
+inline constexpr int kKvQuantGroup = 32;
+
+const char* kv_dtype_name(KvDType dtype);  // "f32", "f16", "bf16", "q8_0", "q4_0"
 // Accepts the names above, case-insensitive; invalid_argument otherwise.
 Expected<KvDType> parse_kv_dtype(const std::string& text);
-// Bytes per element (float types).
+bool kv_dtype_is_quantized(KvDType dtype);  // q8_0, q4_0
+// Bytes per element of the float types; for the quantized types the bytes of a full 32-value
+// group divided by 32 is not an integer, so this asserts on them: use kv_dtype_row_bytes.
 size_t kv_dtype_bytes(KvDType dtype);
-// Bytes occupied by num_elements contiguous elements (one head row of head_dim elements).
+// Exact bytes of num_elements values of one head row, scales included (formula above).
 size_t kv_dtype_row_bytes(KvDType dtype, int64_t num_elements);
 
 // Which half of a layer's entry in a block.
@@ -38,25 +60,37 @@ struct KvLayout {
   int num_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;  // tokens per block
-  KvDType dtype = KvDType::F32;
+  KvDType k_dtype = KvDType::F32;
+  KvDType v_dtype = KvDType::F32;
+
+  // Sets K and V to the same type.
+  void set_dtype(KvDType dtype) { k_dtype = v_dtype = dtype; }
+  KvDType dtype(KvPart part) const { return part == KvPart::kKey ? k_dtype : v_dtype; }
 
   // All dimensions positive and block_bytes() representable; names the bad field otherwise.
   Status validate() const;
 
-  // Bytes of one head's K (or V) for one token: head_dim elements.
-  size_t head_row_bytes() const { return kv_dtype_row_bytes(dtype, head_dim); }
-  // Bytes of one token's K (or V) in one layer: [num_kv_heads][head_dim].
-  size_t slot_bytes() const { return size_t(num_kv_heads) * head_row_bytes(); }
-  // Bytes of one K (or V) plane of one layer in one block: [block_size][num_kv_heads][head_dim].
-  size_t plane_bytes() const { return size_t(block_size) * slot_bytes(); }
-  // K and V of every layer for one token: 2 * layers * kv_heads * head_dim * elem bytes.
-  size_t bytes_per_token() const { return 2 * size_t(num_layers) * slot_bytes(); }
-  // One whole block: block_size tokens' worth of bytes_per_token().
-  size_t block_bytes() const { return 2 * size_t(num_layers) * plane_bytes(); }
+  // "k=q8_0,v=q4_0,bs=16": what makes two caches' block contents interchangeable beyond the
+  // model itself (the prefix cache hashes it into its namespace).
+  std::string type_signature() const;
+
+  // Bytes of one head's K (or V) for one token: head_dim values (scales included).
+  size_t head_row_bytes(KvPart part) const { return kv_dtype_row_bytes(dtype(part), head_dim); }
+  // Bytes of one token's K (or V) in one layer: [num_kv_heads] head rows.
+  size_t slot_bytes(KvPart part) const { return size_t(num_kv_heads) * head_row_bytes(part); }
+  // Bytes of one K (or V) plane of one layer in one block: [block_size][num_kv_heads] head rows.
+  size_t plane_bytes(KvPart part) const { return size_t(block_size) * slot_bytes(part); }
+  // K and V of every layer for one token:
+  //   layers * kv_heads * (row_bytes(k_dtype, head_dim) + row_bytes(v_dtype, head_dim)),
+  // i.e. 2 * layers * kv_heads * head_dim * elem bytes for a float type used for both.
+  size_t bytes_per_token() const { return size_t(num_layers) * (slot_bytes(KvPart::kKey) + slot_bytes(KvPart::kValue)); }
+  // One whole block: exactly block_size * bytes_per_token() (no padding).
+  size_t block_bytes() const { return size_t(block_size) * bytes_per_token(); }
   // Offset of the (layer, part) plane from the start of its block. The single place that
   // defines the in-block layout above.
   size_t plane_offset(int layer, KvPart part) const {
-    return (2 * size_t(layer) + size_t(part)) * plane_bytes();
+    return size_t(layer) * (plane_bytes(KvPart::kKey) + plane_bytes(KvPart::kValue)) +
+           (part == KvPart::kValue ? plane_bytes(KvPart::kKey) : 0);
   }
 };
 

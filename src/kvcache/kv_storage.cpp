@@ -1,5 +1,7 @@
 #include "kvcache/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <new>
 #include <string>
@@ -15,18 +17,24 @@ Expected<KvStorage> KvStorage::create(const KvLayout& layout, int32_t num_blocks
     return invalid_argument("KV storage size overflows");
   // Aligned operator new (not mmap) so ASan sees overruns by attention kernels in tests; the
   // zero fill also commits every page now, so an oversized budget fails here, not mid-request.
-  size_t alloc_bytes = (total + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = ::operator new(alloc_bytes, std::align_val_t(kAlignment), std::nothrow);
+  // Arenas of 2 MiB or more are 2 MiB aligned and asked to be backed by transparent huge pages
+  // (THP is often "madvise" only): attention walks a sequence's blocks scattered over the whole
+  // arena, one 4 KiB page per K or V tile, and with 4 KiB pages every tile is a TLB miss.
+  const size_t align = total >= kHugePage ? kHugePage : kAlignment;
+  size_t alloc_bytes = (total + align - 1) / align * align;
+  void* p = ::operator new(alloc_bytes, std::align_val_t(align), std::nothrow);
   if (p == nullptr) return out_of_memory("cannot allocate " + std::to_string(total) + " bytes of KV storage");
+  if (align == kHugePage) (void)madvise(p, alloc_bytes, MADV_HUGEPAGE);  // a hint: failure is harmless
   std::memset(p, 0, alloc_bytes);
-  return KvStorage(layout, num_blocks, static_cast<uint8_t*>(p), total);
+  return KvStorage(layout, num_blocks, static_cast<uint8_t*>(p), total, align);
 }
 
 KvStorage::KvStorage(KvStorage&& other) noexcept
     : layout_(other.layout_),
       num_blocks_(other.num_blocks_),
       data_(other.data_),
-      total_bytes_(other.total_bytes_) {
+      total_bytes_(other.total_bytes_),
+      alignment_(other.alignment_) {
   other.data_ = nullptr;
   other.num_blocks_ = 0;
   other.total_bytes_ = 0;
@@ -39,6 +47,7 @@ KvStorage& KvStorage::operator=(KvStorage&& other) noexcept {
     num_blocks_ = other.num_blocks_;
     data_ = other.data_;
     total_bytes_ = other.total_bytes_;
+    alignment_ = other.alignment_;
     other.data_ = nullptr;
     other.num_blocks_ = 0;
     other.total_bytes_ = 0;
@@ -49,7 +58,7 @@ KvStorage& KvStorage::operator=(KvStorage&& other) noexcept {
 KvStorage::~KvStorage() { release_memory(); }
 
 void KvStorage::release_memory() {
-  if (data_ != nullptr) ::operator delete(data_, std::align_val_t(kAlignment));
+  if (data_ != nullptr) ::operator delete(data_, std::align_val_t(alignment_));
   data_ = nullptr;
 }
 

@@ -1,6 +1,7 @@
 // KvStorage: the one byte arena that holds every block's K and V.
 //
-//   data_: [num_blocks][block_bytes()] bytes, 64-byte aligned, zero-initialised;
+//   data_: [num_blocks][block_bytes()] bytes, 64-byte aligned (2 MiB and huge-page advised when
+//          the arena is 2 MiB or more), zero-initialised;
 //          block b starts at b * block_bytes(); its inner layout is the one in kv_layout.h.
 //
 // The arena knows nothing of sequences or ref counts: KvCacheManager decides which block ids a
@@ -17,7 +18,8 @@ namespace kvserve {
 
 class KvStorage {
  public:
-  static constexpr size_t kAlignment = 64;  // cache line / widest vector load
+  static constexpr size_t kAlignment = 64;  // cache line / widest vector load (the minimum)
+  static constexpr size_t kHugePage = size_t(2) << 20;  // alignment of arenas this size or more
 
   // Allocates and zeroes num_blocks * layout.block_bytes() bytes. invalid_argument for a bad
   // layout or num_blocks <= 0, out_of_memory when the allocation fails.
@@ -50,14 +52,15 @@ class KvStorage {
   }
 
  private:
-  KvStorage(const KvLayout& layout, int32_t num_blocks, uint8_t* data, size_t total_bytes)
-      : layout_(layout), num_blocks_(num_blocks), data_(data), total_bytes_(total_bytes) {}
+  KvStorage(const KvLayout& layout, int32_t num_blocks, uint8_t* data, size_t total_bytes, size_t alignment)
+      : layout_(layout), num_blocks_(num_blocks), data_(data), total_bytes_(total_bytes), alignment_(alignment) {}
   void release_memory();
 
   KvLayout layout_;
   int32_t num_blocks_ = 0;
   uint8_t* data_ = nullptr;  // owned; [num_blocks_][layout_.block_bytes()]
   size_t total_bytes_ = 0;
+  size_t alignment_ = kAlignment;  // what data_ was allocated with (operator delete needs it)
 };
 
 }  // namespace kvserve

@@ -81,16 +81,59 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   const int64_t T = int64_t(batch.tokens.size());
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
-  // One task per (token, KV head): the `group` query heads sharing a KV head are adjacent in q_
-  // ([n_head][head_dim] per token) and attend together, so each K/V row is read once per group.
-  pool_.parallel_for(T * hp.n_head_kv, [&](int64_t begin, int64_t end, int) {
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t t = task / hp.n_head_kv;
-      int kv_head = int(task % hp.n_head_kv);
-      const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
-      const size_t off = size_t(t * hp.q_dim() + int64_t(kv_head) * group * hp.head_dim);
-      paged_attention_group(kv_, layer, c.block_table, token_pos_[size_t(t)] + 1, kv_head, &q_[off], group, scale,
-                            &attn_[off]);
+  const int64_t items = T * hp.n_head_kv;
+  // A work item is one (token, KV head): the `group` query heads sharing a KV head are adjacent
+  // in q_ ([n_head][head_dim] per token) and attend together, so each K/V row is read once per
+  // group. q/out offset of item i = (t, kv_head):
+  auto item_offset = [&](int64_t i) {
+    return size_t((i / hp.n_head_kv) * hp.q_dim() + (i % hp.n_head_kv) * group * hp.head_dim);
+  };
+  auto item_positions = [&](int64_t i) { return token_pos_[size_t(i / hp.n_head_kv)] + 1; };
+  auto item_table = [&](int64_t i) { return batch.chunks[size_t(token_chunk_[size_t(i / hp.n_head_kv)])].block_table; };
+
+  // Items are few (decode of one or a few sequences, where a long context makes attention
+  // dominate): split each item by position into its kAttentionChunk chunks so every thread
+  // gets work, then merge each item's chunk states in order. attention_group computes the same
+  // chunks and merges them in the same order, so both paths give bit-identical results.
+  constexpr int64_t kItemsPerThread = 4;
+  int64_t units = 0;
+  if (items < int64_t(pool_.num_threads()) * kItemsPerThread) {
+    unit_first_.resize(size_t(items) + 1);
+    for (int64_t i = 0; i < items; ++i) {
+      unit_first_[size_t(i)] = units;
+      units += attention_num_chunks(item_positions(i));
+    }
+    unit_first_[size_t(items)] = units;
+  }
+  if (units <= items) {  // no item has more than one chunk (or there are many items)
+    pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        const size_t off = item_offset(i);
+        paged_attention_group(kv_, layer, item_table(i), item_positions(i), int(i % hp.n_head_kv), &q_[off],
+                              group, scale, &attn_[off]);
+      }
+    });
+    return;
+  }
+  // attn_partials_: [units][attention_partial_floats(group, head_dim)], item i's chunk c at unit
+  // unit_first_[i] + c.
+  const size_t pf = attention_partial_floats(group, hp.head_dim);
+  if (attn_partials_.size() < size_t(units) * pf) attn_partials_.resize(size_t(units) * pf);
+  pool_.parallel_for(units, [&](int64_t begin, int64_t end, int) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t i = std::upper_bound(unit_first_.begin(), unit_first_.end(), u) - unit_first_.begin() - 1;
+      const int64_t c0 = (u - unit_first_[size_t(i)]) * kAttentionChunk;
+      const PagedKvView view = paged_kv_view(kv_, layer, item_table(i));
+      attention_partial(view, c0, std::min(item_positions(i), c0 + kAttentionChunk), int(i % hp.n_head_kv),
+                        &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
+    }
+  });
+  pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* first = &attn_partials_[size_t(unit_first_[size_t(i)]) * pf];
+      for (int64_t u = unit_first_[size_t(i)] + 1; u < unit_first_[size_t(i) + 1]; ++u)
+        attention_merge(group, hp.head_dim, first, &attn_partials_[size_t(u) * pf]);
+      attention_finish(group, hp.head_dim, first, &attn_[item_offset(i)]);
     }
   });
 }

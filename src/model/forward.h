@@ -61,6 +61,11 @@ class ForwardPass {
   std::vector<float> out_h_;   // [num_out][n_embd] rows whose logits are wanted
   std::vector<int64_t> token_pos_;   // [T] absolute position of each token
   std::vector<int32_t> token_chunk_;  // [T] chunk index of each token
+  // attention_layer's position split (few work items): unit_first_[i] = first unit of work item
+  // i (one unit per kAttentionChunk positions), [items + 1]; attn_partials_ = [units][group *
+  // (head_dim + 2)] online-softmax states (kernels/attention.h).
+  std::vector<int64_t> unit_first_;
+  std::vector<float> attn_partials_;
 };
 
 }  // namespace kvserve

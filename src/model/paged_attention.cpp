@@ -1,41 +1,53 @@
 #include "model/paged_attention.h"
 
-#include <cstring>
-
-#include "kernels/attention.h"
-#include "util/half.h"
+#include "util/status.h"
 
 namespace kvserve {
-namespace {
 
-template <typename T>
-void store(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v);
-
-template <>
-void store<float>(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v) {
-  const size_t row = size_t(kv.layout().num_kv_heads) * size_t(kv.layout().head_dim);
-  std::memcpy(reinterpret_cast<float*>(kv.k_block(block, layer)) + size_t(offset) * row, k, row * sizeof(float));
-  std::memcpy(reinterpret_cast<float*>(kv.v_block(block, layer)) + size_t(offset) * row, v, row * sizeof(float));
+KvElem kv_elem_of(KvDType dtype) {
+  switch (dtype) {
+    case KvDType::F32:
+      return KvElem::F32;
+    case KvDType::F16:
+      return KvElem::F16;
+    case KvDType::BF16:
+      return KvElem::BF16;
+    case KvDType::Q8_0:
+      return KvElem::Q8_0;
+    case KvDType::Q4_0:
+      return KvElem::Q4_0;
+  }
+  KVS_ASSERT(false, "bad KvDType");
+  return KvElem::F32;
 }
 
-template <>
-void store<uint16_t>(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v) {
-  const size_t row = size_t(kv.layout().num_kv_heads) * size_t(kv.layout().head_dim);
-  uint16_t* kd = reinterpret_cast<uint16_t*>(kv.k_block(block, layer)) + size_t(offset) * row;
-  uint16_t* vd = reinterpret_cast<uint16_t*>(kv.v_block(block, layer)) + size_t(offset) * row;
-  for (size_t i = 0; i < row; ++i) {
-    kd[i] = f32_to_f16(k[i]);
-    vd[i] = f32_to_f16(v[i]);
+void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v) {
+  const KvLayout& L = kv.layout();
+  const int hd = L.head_dim;
+  const KvElem kt = kv_elem_of(L.k_dtype), vt = kv_elem_of(L.v_dtype);
+  // Slot `offset` holds [num_kv_heads] rows of head_row_bytes each; each head row is quantized
+  // on its own (its groups never straddle two heads).
+  uint8_t* kd = kv.k_block(block, layer) + size_t(offset) * L.slot_bytes(KvPart::kKey);
+  uint8_t* vd = kv.v_block(block, layer) + size_t(offset) * L.slot_bytes(KvPart::kValue);
+  const size_t kr = L.head_row_bytes(KvPart::kKey), vr = L.head_row_bytes(KvPart::kValue);
+  for (int h = 0; h < L.num_kv_heads; ++h) {
+    kv_quantize_row(kt, k + size_t(h) * hd, hd, kd + size_t(h) * kr);
+    kv_quantize_row(vt, v + size_t(h) * hd, hd, vd + size_t(h) * vr);
   }
 }
 
-}  // namespace
-
-void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v) {
-  if (kv.layout().dtype == KvDType::F16)
-    store<uint16_t>(kv, block, layer, offset, k, v);
-  else
-    store<float>(kv, block, layer, offset, k, v);
+PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_t> block_table) {
+  const KvLayout& L = kv.layout();
+  // The kernels compute row sizes from the type; they must be the layout's.
+  KVS_ASSERT(kv_row_bytes(kv_elem_of(L.k_dtype), L.head_dim) == L.head_row_bytes(KvPart::kKey) &&
+                 kv_row_bytes(kv_elem_of(L.v_dtype), L.head_dim) == L.head_row_bytes(KvPart::kValue),
+             "kernel and KV layout disagree on a row size");
+  // Block b's planes start block_bytes() after block 0's (KvStorage::plane_offset).
+  PagedKvView view{kv.k_block(0, layer), kv.v_block(0, layer), L.block_bytes(), block_table.data(),
+                   L.block_size,         L.num_kv_heads,       L.head_dim};
+  view.k_type = kv_elem_of(L.k_dtype);
+  view.v_type = kv_elem_of(L.v_dtype);
+  return view;
 }
 
 void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32_t> block_table,
@@ -45,11 +57,7 @@ void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32
     for (int64_t i = 0; i < int64_t(group) * kv.layout().head_dim; ++i) out[i] = 0.0f;
     return;
   }
-  const KvLayout& L = kv.layout();
-  // Block b's planes start block_bytes() after block 0's (KvStorage::plane_offset).
-  const PagedKvView view{kv.k_block(0, layer), kv.v_block(0, layer), L.block_bytes(), block_table.data(),
-                         L.block_size,         L.num_kv_heads,       L.head_dim,      L.dtype == KvDType::F16};
-  attention_group(view, num_positions, kv_head, q, group, scale, out);
+  attention_group(paged_kv_view(kv, layer, block_table), num_positions, kv_head, q, group, scale, out);
 }
 
 void paged_attention_head(const KvStorage& kv, int layer, std::span<const int32_t> block_table,

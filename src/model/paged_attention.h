@@ -5,19 +5,27 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/attention.h"
 #include "kvcache/kv_storage.h"
 
 namespace kvserve {
 
+// The kernels' element type for a cache type.
+KvElem kv_elem_of(KvDType dtype);
+
 // Writes one token's K and V rows (each [num_kv_heads][head_dim] f32) into slot `offset` of
-// `block` for `layer`, converting to the storage dtype.
+// `block` for `layer`, converting each head row to its plane's type (quantizing per group of 32
+// values for q8_0/q4_0).
 void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const float* k, const float* v);
 
-// out[head_dim] = softmax(q·K[0..num_positions) * scale) · V, for KV head `kv_head`, where position
-// p lives in block_table[p / block_size] at offset p % block_size. A single pass with an online
-// softmax (running max and sum), so no [num_positions] score buffer exists.
-// As paged_attention_head for the `group` query heads that share KV head kv_head, whose queries
-// are q[group][head_dim] and outputs out[group][head_dim]: K/V are read once for all of them.
+// The kernels' view of one layer of a sequence whose positions live in block_table.
+PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_t> block_table);
+
+// out[group][head_dim] = softmax(q·K[0..num_positions) * scale) · V for the `group` query heads
+// that share KV head kv_head, whose queries are q[group][head_dim]: K/V are read once for all
+// of them. Position p lives in block_table[p / block_size] at offset p % block_size. An online
+// softmax over chunks of kAttentionChunk positions (kernels/attention.h), so no
+// [num_positions] score buffer exists.
 void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32_t> block_table,
                            int64_t num_positions, int kv_head, const float* q, int group, float scale,
                            float* out);

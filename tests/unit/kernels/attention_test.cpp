@@ -1,6 +1,7 @@
-// Paged attention kernels against a naive two-pass softmax in double precision, over f32 and f16
-// K/V, several lengths (inside one block, across blocks, partial last block), head dims (vector
-// path and the scalar fallback) and query-head groupings, with a shuffled block table.
+// Paged attention kernels against a naive two-pass softmax in double precision, over every KV
+// element type (f32, f16, bf16, q8_0, q4_0, and K/V of different types), several lengths (inside
+// one block, across blocks and chunks, partial last block), head dims (vector path and the scalar
+// fallback; 8, 12, 64, 128 and 272) and query-head groupings, with a shuffled block table.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,56 +11,80 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "util/half.h"
+#include "kernels/kv_quant.h"
 
 namespace kvserve {
 namespace {
 
-// A K/V arena shaped like the KV cache's: blocks of [block_size][num_kv_heads][head_dim] for K,
-// then the same for V, one layer.
+const char* name(KvElem t) {
+  switch (t) {
+    case KvElem::F32: return "f32";
+    case KvElem::F16: return "f16";
+    case KvElem::BF16: return "bf16";
+    case KvElem::Q8_0: return "q8_0";
+    case KvElem::Q4_0: return "q4_0";
+  }
+  return "?";
+}
+
+constexpr KvElem kAll[] = {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0, KvElem::Q4_0};
+
+// A K/V arena shaped like the KV cache's: blocks of [block_size][num_kv_heads] K rows of k_type,
+// then the same for V in v_type, one layer. Filled from N(0, 1) values (the same values for
+// the same seed and shape, whatever the types), each head row quantized on its own.
 struct Arena {
   int block_size, num_kv_heads, head_dim;
-  bool f16;
+  KvElem k_type, v_type;
   int num_blocks;
   std::vector<uint8_t> bytes;
   std::vector<int32_t> table;  // a permutation of the blocks
 
-  size_t esize() const { return f16 ? 2 : 4; }
-  size_t plane_bytes() const { return size_t(block_size) * size_t(num_kv_heads) * size_t(head_dim) * esize(); }
-  size_t block_stride() const { return 2 * plane_bytes(); }
+  size_t row(int part) const { return kv_row_bytes(part == 0 ? k_type : v_type, head_dim); }
+  size_t plane_bytes(int part) const { return size_t(block_size) * size_t(num_kv_heads) * row(part); }
+  size_t block_stride() const { return plane_bytes(0) + plane_bytes(1); }
 
-  Arena(int bs, int kvh, int hd, bool half, int64_t n, uint32_t seed)
-      : block_size(bs), num_kv_heads(kvh), head_dim(hd), f16(half), num_blocks(int((n + bs - 1) / bs) + 2) {
+  Arena(int bs, int kvh, int hd, KvElem kt, KvElem vt, int64_t n, uint32_t seed)
+      : block_size(bs), num_kv_heads(kvh), head_dim(hd), k_type(kt), v_type(vt),
+        num_blocks(int((n + bs - 1) / bs) + 2) {
     bytes.resize(size_t(num_blocks) * block_stride());
     std::mt19937 rng(seed);
     std::normal_distribution<float> g(0.0f, 1.0f);
-    const size_t elems = bytes.size() / esize();
-    for (size_t i = 0; i < elems; ++i) {
-      const float v = g(rng);
-      if (f16) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_f16(v);
-      else reinterpret_cast<float*>(bytes.data())[i] = v;
-    }
+    std::vector<float> x(static_cast<size_t>(hd));
+    for (int b = 0; b < num_blocks; ++b)
+      for (int part = 0; part < 2; ++part)
+        for (int r = 0; r < bs * kvh; ++r) {
+          for (auto& v : x) v = g(rng);
+          kv_quantize_row(part == 0 ? kt : vt, x.data(), hd, row_at(b, part, r));
+        }
     table.resize(size_t(num_blocks));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
   }
 
-  PagedKvView view() const {
-    return PagedKvView{bytes.data(), bytes.data() + plane_bytes(), block_stride(), table.data(),
-                       block_size,   num_kv_heads,                 head_dim,       f16};
+  uint8_t* row_at(int block, int part, int r) {
+    return bytes.data() + size_t(block) * block_stride() + (part ? plane_bytes(0) : 0) + size_t(r) * row(part);
   }
 
-  // Element i of K (part 0) or V (part 1) at position p, KV head h.
-  double at(int part, int64_t p, int h, int i) const {
+  PagedKvView view() const {
+    PagedKvView v{bytes.data(), bytes.data() + plane_bytes(0), block_stride(), table.data(),
+                  block_size,   num_kv_heads,                   head_dim};
+    v.k_type = k_type;
+    v.v_type = v_type;
+    return v;
+  }
+
+  // The stored (dequantized) K (part 0) or V (part 1) row at position p, KV head h.
+  std::vector<float> at(int part, int64_t p, int h) const {
     const size_t block = size_t(table[size_t(p / block_size)]);
-    const size_t elem = (size_t(p % block_size) * size_t(num_kv_heads) + size_t(h)) * size_t(head_dim) + size_t(i);
-    const uint8_t* base = bytes.data() + block * block_stride() + size_t(part) * plane_bytes();
-    if (f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(base)[elem]);
-    return reinterpret_cast<const float*>(base)[elem];
+    const size_t r = size_t(p % block_size) * size_t(num_kv_heads) + size_t(h);
+    const uint8_t* src = bytes.data() + block * block_stride() + (part ? plane_bytes(0) : 0) + r * row(part);
+    std::vector<float> y(static_cast<size_t>(head_dim));
+    kv_dequantize_row_scalar(part == 0 ? k_type : v_type, src, head_dim, y.data());
+    return y;
   }
 };
 
-// out[g][i] with all scores kept, max subtracted, in double.
+// out[g][i] with all scores kept, max subtracted, in double, over the stored values.
 std::vector<double> naive(const Arena& a, int64_t n, int kv_head, const float* q, int group, double scale) {
   const int hd = a.head_dim;
   std::vector<double> out(size_t(group) * size_t(hd), 0.0);
@@ -67,60 +92,138 @@ std::vector<double> naive(const Arena& a, int64_t n, int kv_head, const float* q
   for (int g = 0; g < group; ++g) {
     double mx = -INFINITY;
     for (int64_t p = 0; p < n; ++p) {
+      const auto k = a.at(0, p, kv_head);
       double s = 0;
-      for (int i = 0; i < hd; ++i) s += double(q[g * hd + i]) * a.at(0, p, kv_head, i);
+      for (int i = 0; i < hd; ++i) s += double(q[g * hd + i]) * k[size_t(i)];
       scores[size_t(p)] = s * scale;
       mx = std::max(mx, scores[size_t(p)]);
     }
     double sum = 0;
     for (auto& s : scores) sum += (s = std::exp(s - mx));
-    for (int64_t p = 0; p < n; ++p)
-      for (int i = 0; i < hd; ++i) out[size_t(g * hd + i)] += scores[size_t(p)] / sum * a.at(1, p, kv_head, i);
+    for (int64_t p = 0; p < n; ++p) {
+      const auto v = a.at(1, p, kv_head);
+      for (int i = 0; i < hd; ++i) out[size_t(g * hd + i)] += scores[size_t(p)] / sum * v[size_t(i)];
+    }
   }
   return out;
 }
 
+std::vector<float> random_q(int group, int hd, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, sd);
+  std::vector<float> q(size_t(group) * size_t(hd));
+  for (auto& v : q) v = g(rng);
+  return q;
+}
+
+// The kernels compute exactly what the stored values say, for every type (quantization error
+// is not in play here: the reference reads the same dequantized values).
 TEST(PagedAttention, MatchesNaiveSoftmax) {
   struct Case { int head_dim, num_kv_heads, group, block_size; };
   const Case cases[] = {{64, 3, 3, 16}, {64, 1, 1, 16}, {128, 2, 4, 32}, {64, 2, 9, 16},
-                        {8, 1, 2, 4},   {12, 2, 3, 16}, {272, 1, 2, 16}};
+                        {8, 1, 2, 4},   {12, 2, 3, 16}, {272, 1, 2, 16}, {40, 1, 2, 16}};
   uint32_t seed = 1;
   for (const Case& c : cases)
-    for (bool f16 : {false, true})
-      for (int64_t n : {1, 5, 16, 17, 100, 517}) {
-        const Arena a(c.block_size, c.num_kv_heads, c.head_dim, f16, n, seed++);
-        std::mt19937 rng(seed++);
-        // Large queries make the softmax peaked, which exercises the running-max rescaling.
-        std::normal_distribution<float> g(0.0f, 2.0f);
-        std::vector<float> q(size_t(c.group) * size_t(c.head_dim));
-        for (auto& v : q) v = g(rng);
-        const float scale = 1.0f / std::sqrt(float(c.head_dim));
-        for (int kvh = 0; kvh < c.num_kv_heads; ++kvh) {
-          const auto want = naive(a, n, kvh, q.data(), c.group, scale);
-          std::vector<float> got(q.size()), got_scalar(q.size());
-          attention_group(a.view(), n, kvh, q.data(), c.group, scale, got.data());
-          attention_group_scalar(a.view(), n, kvh, q.data(), c.group, scale, got_scalar.data());
-          for (size_t i = 0; i < q.size(); ++i) {
-            ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
-                << "hd " << c.head_dim << " group " << c.group << " f16 " << f16 << " n " << n << " i " << i;
-            ASSERT_NEAR(got_scalar[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
-                << "scalar hd " << c.head_dim << " group " << c.group << " f16 " << f16 << " n " << n;
+    for (KvElem kt : kAll)
+      for (KvElem vt : {kt, KvElem::Q4_0})
+        for (int64_t n : {1, 5, 16, 17, 100, 300}) {
+          const Arena a(c.block_size, c.num_kv_heads, c.head_dim, kt, vt, n, seed++);
+          // Large queries make the softmax peaked, which exercises the running-max rescaling.
+          const auto q = random_q(c.group, c.head_dim, seed++, 2.0f);
+          const float scale = 1.0f / std::sqrt(float(c.head_dim));
+          for (int kvh = 0; kvh < c.num_kv_heads; ++kvh) {
+            const auto want = naive(a, n, kvh, q.data(), c.group, scale);
+            std::vector<float> got(q.size()), got_scalar(q.size());
+            attention_group(a.view(), n, kvh, q.data(), c.group, scale, got.data());
+            attention_group_scalar(a.view(), n, kvh, q.data(), c.group, scale, got_scalar.data());
+            for (size_t i = 0; i < q.size(); ++i) {
+              ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+                  << "hd " << c.head_dim << " group " << c.group << " k " << name(kt) << " v " << name(vt)
+                  << " n " << n << " i " << i;
+              ASSERT_NEAR(got_scalar[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+                  << "scalar hd " << c.head_dim << " group " << c.group << " k " << name(kt) << " v "
+                  << name(vt) << " n " << n;
+            }
           }
         }
-      }
 }
 
 // Grouped heads give the same numbers as each head alone (the group only shares K/V reads).
 TEST(PagedAttention, GroupEqualsSingleHeads) {
-  const Arena a(16, 2, 64, true, 200, 7);
-  std::mt19937 rng(3);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> q(10 * 64);
-  for (auto& v : q) v = g(rng);
-  std::vector<float> grouped(q.size()), single(q.size());
-  attention_group(a.view(), 200, 1, q.data(), 10, 0.125f, grouped.data());
-  for (int h = 0; h < 10; ++h) attention_group(a.view(), 200, 1, q.data() + h * 64, 1, 0.125f, single.data() + h * 64);
-  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(grouped[i], single[i]) << i;
+  for (KvElem t : {KvElem::F16, KvElem::Q8_0}) {
+    const Arena a(16, 2, 64, t, t, 200, 7);
+    const auto q = random_q(10, 64, 3, 1.0f);
+    std::vector<float> grouped(q.size()), single(q.size());
+    attention_group(a.view(), 200, 1, q.data(), 10, 0.125f, grouped.data());
+    for (int h = 0; h < 10; ++h)
+      attention_group(a.view(), 200, 1, q.data() + h * 64, 1, 0.125f, single.data() + h * 64);
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(grouped[i], single[i]) << name(t) << " " << i;
+  }
+}
+
+// Splitting by position: the chunk states computed separately (as threads do) and merged left
+// to right give attention_group's result bit for bit; any other split agrees up to rounding.
+TEST(PagedAttention, PositionSplitMergesExactly) {
+  for (KvElem t : {KvElem::F32, KvElem::Q4_0}) {
+    const int hd = 64, group = 3;
+    const int64_t n = 1000;
+    const Arena a(16, 3, hd, t, t, n, 11);
+    const auto q = random_q(group, hd, 5, 2.0f);
+    const float scale = 0.125f;
+    std::vector<float> whole(q.size());
+    attention_group(a.view(), n, 2, q.data(), group, scale, whole.data());
+
+    const size_t pf = attention_partial_floats(group, hd);
+    const int64_t chunks = attention_num_chunks(n);
+    std::vector<float> states(size_t(chunks) * pf);
+    for (int64_t c = chunks - 1; c >= 0; --c)  // any order of computing
+      attention_partial(a.view(), c * kAttentionChunk, std::min(n, (c + 1) * kAttentionChunk), 2, q.data(), group,
+                        scale, &states[size_t(c) * pf]);
+    for (int64_t c = 1; c < chunks; ++c) attention_merge(group, hd, states.data(), &states[size_t(c) * pf]);
+    std::vector<float> split(q.size());
+    attention_finish(group, hd, states.data(), split.data());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(split[i], whole[i]) << name(t) << " " << i;
+
+    // An uneven split into 3 ranges (what another thread count could have done).
+    std::vector<float> s1(pf), s2(pf), s3(pf), uneven(q.size());
+    attention_partial(a.view(), 0, 77, 2, q.data(), group, scale, s1.data());
+    attention_partial(a.view(), 77, 512, 2, q.data(), group, scale, s2.data());
+    attention_partial(a.view(), 512, n, 2, q.data(), group, scale, s3.data());
+    attention_merge(group, hd, s1.data(), s2.data());
+    attention_merge(group, hd, s1.data(), s3.data());
+    attention_finish(group, hd, s1.data(), uneven.data());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(uneven[i], whole[i], 1e-5 * (1 + std::fabs(whole[i]))) << i;
+  }
+}
+
+// Quantized K/V against the f32 cache built from the same values: the attention output moves
+// by no more than each type's own rounding allows. Tolerances are on the RMS error relative to
+// the RMS of the f32 output (softmax over N(0,1) keys with a moderately peaked query).
+TEST(PagedAttention, QuantizedCloseToF32) {
+  struct Tol { KvElem k, v; double rel_rms; };
+  const Tol tols[] = {{KvElem::F16, KvElem::F16, 2e-3},  {KvElem::BF16, KvElem::BF16, 2e-2},
+                      {KvElem::Q8_0, KvElem::Q8_0, 2e-2}, {KvElem::Q4_0, KvElem::Q4_0, 0.25},
+                      {KvElem::Q8_0, KvElem::Q4_0, 0.2},  {KvElem::F16, KvElem::Q8_0, 2e-2}};
+  for (int hd : {8, 64, 128})
+    for (const Tol& t : tols) {
+      const int64_t n = 300;
+      const int group = 2;
+      const Arena ref(16, 1, hd, KvElem::F32, KvElem::F32, n, 21);
+      const Arena quant(16, 1, hd, t.k, t.v, n, 21);  // same seed: same values before storing
+      const auto q = random_q(group, hd, 9, 1.0f);
+      const float scale = 1.0f / std::sqrt(float(hd));
+      std::vector<float> want(q.size()), got(q.size());
+      attention_group(ref.view(), n, 0, q.data(), group, scale, want.data());
+      attention_group(quant.view(), n, 0, q.data(), group, scale, got.data());
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < q.size(); ++i) {
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      }
+      const double rel = std::sqrt(err / norm);
+      EXPECT_LT(rel, t.rel_rms) << "hd " << hd << " k " << name(t.k) << " v " << name(t.v);
+      EXPECT_GT(rel, 0.0) << "quantization should change something: hd " << hd << " " << name(t.k);
+    }
 }
 
 }  // namespace

@@ -13,18 +13,20 @@ KvLayout make_layout(int layers, int kv_heads, int head_dim, int block_size, KvD
   l.num_kv_heads = kv_heads;
   l.head_dim = head_dim;
   l.block_size = block_size;
-  l.dtype = dtype;
+  l.set_dtype(dtype);
   return l;
 }
 
 TEST(KvDType, NamesRoundTrip) {
-  for (KvDType d : {KvDType::F32, KvDType::F16}) {
+  for (KvDType d : kAllKvDTypes) {
     auto parsed = parse_kv_dtype(kv_dtype_name(d));
     ASSERT_TRUE(parsed.ok()) << kv_dtype_name(d);
     EXPECT_EQ(*parsed, d);
   }
   EXPECT_EQ(*parse_kv_dtype("F16"), KvDType::F16);
-  EXPECT_EQ(parse_kv_dtype("q8_0").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*parse_kv_dtype("Q4_0"), KvDType::Q4_0);
+  EXPECT_EQ(parse_kv_dtype("q8").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse_kv_dtype("q4_1").status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(parse_kv_dtype("").ok());
 }
 
@@ -33,6 +35,48 @@ TEST(KvDType, Sizes) {
   EXPECT_EQ(kv_dtype_bytes(KvDType::F16), 2u);
   EXPECT_EQ(kv_dtype_row_bytes(KvDType::F16, 128), 256u);
   EXPECT_EQ(kv_dtype_row_bytes(KvDType::F32, 0), 0u);
+  EXPECT_EQ(kv_dtype_bytes(KvDType::BF16), 2u);
+  EXPECT_EQ(kv_dtype_row_bytes(KvDType::BF16, 64), 128u);
+}
+
+// The documented formula: groups of 32 (the last one shorter), each an f16 scale + values.
+TEST(KvDType, QuantizedRowBytes) {
+  struct Case { int n; size_t q8, q4; } cases[] = {
+      {32, 34, 18},           // one GGUF block
+      {64, 68, 36},           // SmolLM / TinyLlama heads
+      {128, 136, 72},         // Llama heads
+      {8, 10, 6},             // stories260K: one short group of 8
+      {5, 7, 5},              // odd: 2 + ceil(5/2)
+      {80, 3 * 2 + 80, 3 * 2 + 32 + 8},  // 32 + 32 + 16
+      {33, 4 + 33, 4 + 16 + 1},
+      {1, 3, 3},
+      {0, 0, 0}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(kv_dtype_row_bytes(KvDType::Q8_0, c.n), c.q8) << c.n;
+    EXPECT_EQ(kv_dtype_row_bytes(KvDType::Q4_0, c.n), c.q4) << c.n;
+  }
+  EXPECT_TRUE(kv_dtype_is_quantized(KvDType::Q8_0));
+  EXPECT_FALSE(kv_dtype_is_quantized(KvDType::BF16));
+}
+
+// K and V of different types: planes of different sizes, K first in each layer.
+TEST(KvLayout, MixedKAndVTypes) {
+  KvLayout l = make_layout(2, 3, 64, 16, KvDType::F32);
+  l.k_dtype = KvDType::Q8_0;
+  l.v_dtype = KvDType::Q4_0;
+  EXPECT_EQ(l.head_row_bytes(KvPart::kKey), 68u);
+  EXPECT_EQ(l.head_row_bytes(KvPart::kValue), 36u);
+  EXPECT_EQ(l.bytes_per_token(), 2u * 3u * (68u + 36u));
+  EXPECT_EQ(l.block_bytes(), 16u * l.bytes_per_token());
+  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), 16u * 3u * 68u);
+  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 16u * 3u * (68u + 36u));
+  EXPECT_EQ(l.plane_offset(1, KvPart::kValue) + l.plane_bytes(KvPart::kValue), l.block_bytes());
+  EXPECT_EQ(l.type_signature(), "k=q8_0,v=q4_0,bs=16");
+  l.set_dtype(KvDType::F16);
+  EXPECT_EQ(l.type_signature(), "k=f16,v=f16,bs=16");
+  // q8_0 vs f16 for SmolLM-135M's shape (30 layers, 3 KV heads of 64): 68 / 128 of the bytes.
+  KvLayout smol = make_layout(30, 3, 64, 16, KvDType::Q8_0);
+  EXPECT_EQ(smol.bytes_per_token(), 2u * 30u * 3u * 68u);
 }
 
 TEST(KvLayout, BytesPerTokenForKnownShapes) {
@@ -48,15 +92,16 @@ TEST(KvLayout, BytesPerTokenForKnownShapes) {
 
 TEST(KvLayout, BlockGeometry) {
   KvLayout l = make_layout(2, 4, 8, 16, KvDType::F16);
-  EXPECT_EQ(l.head_row_bytes(), 16u);     // 8 halfs
-  EXPECT_EQ(l.slot_bytes(), 64u);         // 4 heads
-  EXPECT_EQ(l.plane_bytes(), 16u * 64u);  // 16 tokens
+  const KvPart K = KvPart::kKey;
+  EXPECT_EQ(l.head_row_bytes(K), 16u);     // 8 halfs
+  EXPECT_EQ(l.slot_bytes(K), 64u);         // 4 heads
+  EXPECT_EQ(l.plane_bytes(K), 16u * 64u);  // 16 tokens
   EXPECT_EQ(l.block_bytes(), 16u * l.bytes_per_token());
-  EXPECT_EQ(l.block_bytes(), 4u * l.plane_bytes());  // 2 layers x (K, V)
+  EXPECT_EQ(l.block_bytes(), 4u * l.plane_bytes(K));  // 2 layers x (K, V)
   EXPECT_EQ(l.plane_offset(0, KvPart::kKey), 0u);
-  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), l.plane_bytes());
-  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 2 * l.plane_bytes());
-  EXPECT_EQ(l.plane_offset(1, KvPart::kValue), 3 * l.plane_bytes());
+  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), l.plane_bytes(K));
+  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 2 * l.plane_bytes(K));
+  EXPECT_EQ(l.plane_offset(1, KvPart::kValue), 3 * l.plane_bytes(K));
 }
 
 TEST(KvLayout, ValidateNamesTheBadField) {

@@ -16,12 +16,12 @@ KvLayout small_layout(KvDType dtype, int block_size) {
   l.num_kv_heads = 2;
   l.head_dim = 5;  // odd on purpose: planes are not multiples of 64 bytes
   l.block_size = block_size;
-  l.dtype = dtype;
+  l.set_dtype(dtype);
   return l;
 }
 
 TEST(KvStorage, SizeAlignmentAndZeroFill) {
-  for (KvDType dtype : {KvDType::F32, KvDType::F16}) {
+  for (KvDType dtype : kAllKvDTypes) {
     KvLayout l = small_layout(dtype, 16);
     auto s = KvStorage::create(l, 7);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
@@ -47,16 +47,17 @@ TEST(KvStorage, RejectsBadArguments) {
 // sorted by offset, each starts where the previous ended, with no gap or overlap.
 TEST(KvStorage, PlanesAreDisjointAndTileTheArena) {
   for (int block_size : {1, 16, 32}) {
-    for (KvDType dtype : {KvDType::F32, KvDType::F16}) {
+    for (KvDType dtype : kAllKvDTypes) {
       KvLayout l = small_layout(dtype, block_size);
+      l.v_dtype = dtype == KvDType::Q8_0 ? KvDType::Q4_0 : l.v_dtype;  // one mixed K/V layout too
       auto s = KvStorage::create(l, 5);
       ASSERT_TRUE(s.ok());
       std::vector<std::pair<const uint8_t*, const uint8_t*>> planes;  // [begin, end)
       const KvStorage& cs = *s;
       for (int32_t b = 0; b < cs.num_blocks(); ++b)
         for (int layer = 0; layer < l.num_layers; ++layer) {
-          planes.emplace_back(cs.k_block(b, layer), cs.k_block(b, layer) + l.plane_bytes());
-          planes.emplace_back(cs.v_block(b, layer), cs.v_block(b, layer) + l.plane_bytes());
+          planes.emplace_back(cs.k_block(b, layer), cs.k_block(b, layer) + l.plane_bytes(KvPart::kKey));
+          planes.emplace_back(cs.v_block(b, layer), cs.v_block(b, layer) + l.plane_bytes(KvPart::kValue));
           EXPECT_EQ(cs.k_block(b, layer), s->k_block(b, layer));  // const and mutable agree
           EXPECT_EQ(cs.v_block(b, layer), s->v_block(b, layer));
         }
@@ -76,7 +77,7 @@ TEST(KvStorage, DocumentedOffsets) {
   auto s = KvStorage::create(l, 4);
   ASSERT_TRUE(s.ok());
   // Block 2, layer 1, V: skip two blocks, then layer 0 (K, V) and layer 1's K.
-  EXPECT_EQ(s->plane_offset(2, 1, KvPart::kValue), 2 * l.block_bytes() + 3 * l.plane_bytes());
+  EXPECT_EQ(s->plane_offset(2, 1, KvPart::kValue), 2 * l.block_bytes() + 3 * l.plane_bytes(KvPart::kKey));
   EXPECT_EQ(s->v_block(2, 1) - s->data(), std::ptrdiff_t(s->plane_offset(2, 1, KvPart::kValue)));
 }
 
@@ -86,10 +87,10 @@ TEST(KvStorage, WritesStayInTheirPlane) {
   KvLayout l = small_layout(KvDType::F32, 16);
   auto s = KvStorage::create(l, 3);
   ASSERT_TRUE(s.ok());
-  std::memset(s->v_block(1, 2), 0xab, l.plane_bytes());
+  std::memset(s->v_block(1, 2), 0xab, l.plane_bytes(KvPart::kValue));
   size_t begin = s->plane_offset(1, 2, KvPart::kValue);
   for (size_t i = 0; i < s->total_bytes(); ++i) {
-    bool inside = i >= begin && i < begin + l.plane_bytes();
+    bool inside = i >= begin && i < begin + l.plane_bytes(KvPart::kValue);
     ASSERT_EQ(s->data()[i], inside ? 0xab : 0) << "byte " << i;
   }
 }
