@@ -2,8 +2,10 @@
 // decode roofline fraction, and (--cache-compare) the KV cache's latency benefit. A table by
 // default, one JSON object with --json.
 #include <cstdio>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "bench_server.h"
 #include "commands.h"
 #include "engine/benchmark.h"
 #include "util/units.h"
@@ -98,12 +100,15 @@ Runner add_bench(CLI::App& app) {
     BenchOptions bench;
     std::string batches = "1,4,8";
     std::string kv_type = "f32";
+    std::string kv_type_k, kv_type_v;  // "" = kv_type
     std::string bw_buffer;
     bool json = false;
     bool no_bandwidth = false;
+    ServerBenchFlags server;  // --server mode (bench_server.h)
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("-m,--model", o->bench.model_path, "GGUF model file")->required();
+  // Required unless --server selects the load-generator mode (checked when run).
+  cmd->add_option("-m,--model", o->bench.model_path, "GGUF model file");
   cmd->add_option("--prompt", o->bench.prompt_tokens, "prompt tokens (prefill length, decode context)")
       ->capture_default_str();
   cmd->add_option("--gen", o->bench.gen_tokens, "decode steps per batch size")->capture_default_str();
@@ -111,16 +116,27 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--repeat", o->bench.repeat, "timed repetitions (best and median reported)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->bench.threads, "worker threads (default: one per core)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 or f16")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type of K and V: f32, f16, bf16, q8_0 or q4_0")
+      ->capture_default_str();
+  cmd->add_option("--kv-type-k", o->kv_type_k, "K cache element type (overrides --kv-type)");
+  cmd->add_option("--kv-type-v", o->kv_type_v, "V cache element type (overrides --kv-type)");
   cmd->add_option("--block-size", o->bench.block_size, "tokens per KV block")->capture_default_str();
   cmd->add_option("--bw-buffer", o->bw_buffer, "bandwidth probe buffer (e.g. 1GiB; default: 1 GiB)");
   cmd->add_flag("--no-bandwidth", o->no_bandwidth, "skip the bandwidth probe (and the roofline)");
   cmd->add_flag("--cache-compare", o->bench.cache_compare,
                 "per-token latency with and without the KV cache at contexts 128/512/1024/2048");
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
+  add_server_bench_flags(cmd, &o->server);
+  CLI::Option* gen_opt = cmd->get_option("--gen");
 
-  return [o]() -> int {
+  return [o, gen_opt]() -> int {
     BenchOptions& b = o->bench;
+    if (!o->server.server.empty())  // 64 generated tokens unless --gen says otherwise
+      return run_server_bench(o->server, gen_opt->count() > 0 ? b.gen_tokens : 64, o->json);
+    if (b.model_path.empty()) {
+      std::fprintf(stderr, "error: bench needs -m MODEL (or --server URL for the load generator)\n");
+      return 2;
+    }
     std::vector<int32_t> batches;
     if (!parse_token_list(o->batches, &batches)) {
       std::fprintf(stderr, "error: --batch must be a comma-separated list of positive integers\n");
@@ -133,6 +149,16 @@ Runner add_bench(CLI::App& app) {
       return 2;
     }
     b.kv_type = *kv;
+    for (auto [text, flag, field] : {std::tuple{&o->kv_type_k, "--kv-type-k", &b.kv_type_k},
+                                     std::tuple{&o->kv_type_v, "--kv-type-v", &b.kv_type_v}}) {
+      if (text->empty()) continue;
+      auto t = parse_kv_dtype(*text);
+      if (!t.ok()) {
+        std::fprintf(stderr, "error: %s: %s\n", flag, t.status().message().c_str());
+        return 2;
+      }
+      *field = *t;
+    }
     if (!o->bw_buffer.empty()) {
       auto bytes = parse_bytes(o->bw_buffer);
       if (!bytes.ok()) {

@@ -7,6 +7,7 @@
 
 #include "server/access_log.h"
 #include "server/api_response.h"
+#include "server/peer_watch.h"
 #include "server/server_state.h"
 
 namespace kvserve::server {
@@ -38,6 +39,11 @@ struct Job {
   bool logged = false;
   std::unique_ptr<InFlight> in_flight;
 };
+
+// The loop thread has exited (failed, or shut down) and will finish nothing more. Not
+// Engine::healthy(): that also turns false while a SIGTERM drain lets requests finish, and
+// those must not be cut off.
+bool engine_loop_dead(const Engine& e) { return !e.stats().loop_alive; }
 
 PieceFn piece_fn(const Engine* e) {
   return [e](int32_t id) { return e->token_to_piece(id); };
@@ -175,7 +181,9 @@ void finish_job(Job& job, int status, const RequestResult& r) {
   log_job(job, status, r);
 }
 
-// Prompt tokens for the request, or a 400 message.
+}  // namespace
+
+// Declared in server_state.h (the /cache/pin route tokenizes the same way).
 Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api) {
   const Engine& e = *st.engine;
   if (!api.prompt_tokens.empty()) {
@@ -195,6 +203,8 @@ Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& 
   if (toks.empty()) return invalid_argument("prompt: encodes to no tokens");
   return toks;
 }
+
+namespace {
 
 void handle_generation(ServerState& st, Route route, const httplib::Request& req, httplib::Response& res) {
   uint64_t sid = st.next_id.fetch_add(1);
@@ -270,18 +280,39 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   job->created = int64_t(std::time(nullptr));
 
   if (!job->api.stream) {
+    // The answer is written only once the request has finished, so a client that gives up
+    // meanwhile is noticed here, by watching its socket between waits (peer_watch.h), and
+    // its request is cancelled: the engine frees the sequence within one step.
+    PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    bool client_gone = false;
     StreamDelta d;
     for (;;) {
-      if (job->handle->next(&d, 200ms)) {
+      if (peer.peer_closed()) {
+        client_gone = true;
+        job->handle->cancel();
+        break;
+      }
+      if (job->handle->next(&d, 100ms)) {
         for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
         d = StreamDelta{};
       } else if (job->handle->finished()) {
         if (!job->handle->next(&d, 0ms)) break;  // drained: the result is final
         for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
         d = StreamDelta{};
-      } else if (!st.engine->healthy()) {
+      } else if (engine_loop_dead(*st.engine)) {
         break;  // a dead engine loop would never finish the request: do not wait forever
       }
+    }
+    if (client_gone) {
+      // Nobody reads this answer; the status (nginx's "client closed request") is what the
+      // access log and requests_total{status="499"} record. The engine finishes a cancelled
+      // request at its next step; waiting for that (bounded) makes the logged figures final.
+      for (int i = 0; i < 100 && !job->handle->finished(); ++i) job->handle->next(&d, 10ms);
+      RequestResult r = job->handle->result();
+      if (r.finish_reason.empty()) r.finish_reason = "cancelled";
+      reply_error(res, 499, "the client closed the connection", "client_closed_request");
+      finish_job(*job, 499, r);
+      return;
     }
     if (!job->handle->finished()) {
       job->handle->cancel();
@@ -326,7 +357,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
         if (!job->handle->finished()) {
           // Nothing new yet; a closed client shows up here as not writable, and a dead
           // engine loop would never finish the request.
-          if ((sink.is_writable && !sink.is_writable()) || !job->st->engine->healthy()) {
+          if ((sink.is_writable && !sink.is_writable()) || engine_loop_dead(*job->st->engine)) {
             job->handle->cancel();
             return false;
           }

@@ -82,8 +82,9 @@ void register_misc_routes(httplib::Server& svr, ServerState& st) {
           }));
   svr.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
             if (!st.ready.load(std::memory_order_acquire)) return reply_json(res, 503, json{{"status", "loading"}});
-            if (!st.engine->healthy()) return reply_json(res, 503, json{{"status", "error"}, {"message", "the engine loop stopped"}});
+            // Draining first: the engine reports unhealthy while it drains, which is not a failure.
             if (st.draining.load()) return reply_json(res, 503, json{{"status", "shutting_down"}});
+            if (!st.engine->healthy()) return reply_json(res, 503, json{{"status", "error"}, {"message", "the engine loop stopped"}});
             reply_json(res, 200, json{{"status", "ok"}});
           }));
   svr.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {

@@ -1,0 +1,42 @@
+# Sourced by the e2e scripts that run `kvserve serve` (after lib.bash): start/stop a server on a
+# free port and talk JSON to it. Every wait is bounded; the server is killed on exit.
+SRV_PID=""
+server_cleanup() {
+  if [ -n "$SRV_PID" ]; then kill -9 "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
+  rm -rf "$TMP"
+}
+trap server_cleanup EXIT
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+# jget FILE EXPR: prints a value of the JSON in FILE (EXPR is Python over `j`).
+jget() { python3 -c "import json,sys;j=json.load(open(sys.argv[1]));print($2)" "$1" 2>/dev/null; }
+
+# start_server ARGS...: serves stories260K on a free port, waits (at most 60 s) for /health 200.
+start_server() {
+  PORT=$(free_port)
+  URL="http://127.0.0.1:$PORT"
+  "$KVSERVE" serve -m "$STORIES" --port "$PORT" "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
+  SRV_PID=$!
+  for _ in $(seq 1 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && return 0
+    kill -0 "$SRV_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+# stop_server: SIGTERM, then waits (at most 30 s) and sets STOP_RC.
+stop_server() {
+  kill -TERM "$SRV_PID" 2>/dev/null
+  STOP_RC=124
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$SRV_PID" 2>/dev/null; then wait "$SRV_PID"; STOP_RC=$?; break; fi
+    sleep 0.1
+  done
+  [ "$STOP_RC" = 124 ] && kill -9 "$SRV_PID" 2>/dev/null
+  SRV_PID=""
+}
+# post PATH JSON [METHOD]: body to $TMP/body, prints the status code.
+post() {
+  curl -s --max-time 60 -o "$TMP/body" -w '%{http_code}' -X "${3:-POST}" -H 'Content-Type: application/json' \
+    "$URL$1" -d "$2"
+}
