@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "engine/context_policy.h"
 #include "util/units.h"
 
 namespace kvserve::cli {
@@ -14,6 +15,7 @@ Runner add_generate(CLI::App& app) {
     SamplingParams sp;
     bool echo = false;
     bool no_bos = false;
+    std::string overflow = "error";
   };
   auto o = std::make_shared<Opts>();
   add_engine_flags(cmd, &o->engine, true);
@@ -33,6 +35,10 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "do not stop at end-of-generation tokens");
   cmd->add_flag("--echo", o->echo, "print the detokenized prompt first");
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS even if the model asks for it");
+  cmd->add_option("--context-overflow", o->overflow,
+                  "prompt + -n beyond the context: error (stop at the context end; a prompt longer than the "
+                  "context fails) or truncate (drop the oldest prompt tokens after BOS)")
+      ->capture_default_str();
 
   return [o]() -> int {
     if (o->sp.max_tokens < 0) {
@@ -51,6 +57,19 @@ Runner add_generate(CLI::App& app) {
       std::fprintf(stderr, "error: the prompt encodes to no tokens\n");
       return 2;
     }
+    auto policy = parse_context_overflow(o->overflow);
+    if (!policy.ok()) {
+      std::fprintf(stderr, "error: %s\n", policy.status().message().c_str());
+      return 2;
+    }
+    if (*policy == ContextOverflow::kTruncate) {
+      auto dropped = fit_prompt(*policy, prompt, o->sp.max_tokens, gen->context_length(), tok.bos_id());
+      if (!dropped.ok()) {
+        std::fprintf(stderr, "error: %s\n", dropped.status().message().c_str());
+        return 2;
+      }
+      if (*dropped > 0) std::fprintf(stderr, "note: dropped the %lld oldest prompt tokens\n", (long long)*dropped);
+    }
     if (o->echo) {
       std::string shown;
       for (int32_t id : prompt) shown += tok.token_to_piece(id);
@@ -68,13 +87,16 @@ Runner add_generate(CLI::App& app) {
       return 1;
     }
     const GenerationResult& r = *res;
+    const std::string k = o->engine.kv_type_k.empty() ? o->engine.kv_type : o->engine.kv_type_k;
+    const std::string v = o->engine.kv_type_v.empty() ? o->engine.kv_type : o->engine.kv_type_v;
+    const std::string kv_label = o->engine.no_cache ? "no" : (k == v ? k : "K " + k + " / V " + v);
     double pre = r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0;
     double dec = r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0;
     std::fprintf(stderr,
                  "\nprompt tokens: %lld | prefill: %.1f tok/s | generated tokens: %zu | decode: %.1f tok/s | "
                  "KV bytes in use: %zu (%s, %s cache) | finish: %s\n",
                  (long long)r.prompt_tokens, pre, r.tokens.size(), dec, r.kv_bytes_used,
-                 format_bytes(r.kv_bytes_used).c_str(), o->engine.no_cache ? "no" : o->engine.kv_type.c_str(),
+                 format_bytes(r.kv_bytes_used).c_str(), kv_label.c_str(),
                  r.finish_reason.c_str());
     return 0;
   };

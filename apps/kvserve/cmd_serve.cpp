@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "plan_check.h"
 #include "server/config.h"
 #include "server/http_server.h"
 #include "util/log.h"
@@ -31,7 +32,9 @@ Runner add_serve(CLI::App& app) {
       {"-m,--model", "model", "GGUF model file"},
       {"--host", "host", "address to listen on (default 127.0.0.1)"},
       {"--port", "port", "TCP port (default 8080; 0 picks a free one)"},
-      {"--kv-type", "kv_type", "KV cache element type: f32 or f16"},
+      {"--kv-type", "kv_type", "KV cache element type of K and V: f32, f16, bf16, q8_0 or q4_0"},
+      {"--kv-type-k", "kv_type_k", "K cache element type (overrides --kv-type)"},
+      {"--kv-type-v", "kv_type_v", "V cache element type (overrides --kv-type)"},
       {"--kv-memory", "kv_memory", "KV cache budget: bytes (512MiB) or a fraction of RAM (0.6)"},
       {"--ctx", "ctx", "context length in tokens (default: the model's)"},
       {"--block-size", "block_size", "tokens per KV block (default 16)"},
@@ -41,6 +44,9 @@ Runner add_serve(CLI::App& app) {
       {"--request-timeout", "request_timeout", "seconds per request, 0 = none (default 600)"},
       {"--max-body-bytes", "max_body_bytes", "request body limit (default 1MiB)"},
       {"--max-tokens-limit", "max_tokens_limit", "largest max_tokens accepted (default 4096)"},
+      {"--context-overflow", "context_overflow", "prompt + max_tokens beyond the context: error (400) or truncate"},
+      {"--prefix-cache", "prefix_cache", "share KV blocks of common prompt prefixes: on or off (default on)"},
+      {"--cache-pin-fraction", "cache_pin_fraction", "share of KV blocks /cache/pin may hold (default 0.2)"},
       {"--log-format", "log_format", "text or json (default text)"},
       {"--log-level", "log_level", "debug, info, warn, error, off (default info)"},
       {"-t,--threads", "threads", "engine worker threads (default: one per core)"},
@@ -72,6 +78,7 @@ Runner add_serve(CLI::App& app) {
       std::fputs(server::config_to_yaml(*cfg).c_str(), stdout);
       return 0;
     }
+    if (int rc = check_serve_plan(*cfg); rc != 0) return rc;  // cmd_plan.cpp: the KV budget holds the context
     LogLevel lvl = LogLevel::kInfo;
     parse_log_level(cfg->log_level, &lvl);  // validated by the config loader
     set_log_level(lvl);

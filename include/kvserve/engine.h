@@ -22,9 +22,13 @@
 
 namespace kvserve {
 
+struct PinOutcome;  // src/engine/request_queue.h
+
 struct EngineConfig {
   std::string model_path;
-  std::string kv_type = "f32";  // "f32" or "f16"
+  std::string kv_type = "f32";  // K and V element type: f32, f16, bf16, q8_0 or q4_0
+  std::string kv_type_k;        // K element type; empty: kv_type
+  std::string kv_type_v;        // V element type; empty: kv_type
   int block_size = 16;          // tokens per KV block
   std::string kv_memory;        // "512MiB" or a RAM fraction "0.6"; empty: enough for `ctx`
   int64_t ctx = 0;              // context length in tokens; 0: the model's training context
@@ -33,13 +37,31 @@ struct EngineConfig {
   int max_batched_tokens = 512; // tokens in one forward pass (decode + prefill chunks)
   int max_queue = 64;           // requests waiting to start; submit() fails beyond this
   int threads = 0;              // 0: one per core
+  std::string context_overflow = "error";  // prompt + max_tokens > ctx: "error" or "truncate"
+  bool prefix_cache = true;     // share full KV blocks between requests with the same prefix
+  double cache_pin_fraction = 0.2;  // share of the KV blocks POST /cache/pin may hold, in [0, 1]
+};
+
+// The prefix cache as the engine thread last saw it (blocks are KV blocks of
+// EngineStats::kv_block_bytes each; tokens are prompt tokens).
+struct PrefixCacheInfo {
+  bool enabled = false;
+  int64_t blocks_cached = 0;   // unreferenced blocks kept for reuse (evictable)
+  int64_t blocks_free = 0;     // empty blocks (never written or flushed/evicted)
+  int64_t blocks_pinned = 0;   // held by POST /cache/pin
+  int64_t evictions_total = 0; // cached blocks reused for other content
+  int64_t query_tokens_total = 0;  // prompt tokens looked up at admission
+  int64_t hit_tokens_total = 0;    // of which served from the cache
+  int64_t recent_query_tokens = 0; // the same over the last 1,000 lookups
+  int64_t recent_hit_tokens = 0;
 };
 
 struct EngineStats {
   int num_running = 0;   // sequences holding KV blocks
   int num_waiting = 0;   // submitted, not yet running (includes preempted ones)
   int64_t kv_blocks_total = 0;
-  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_used = 0;   // referenced by a running sequence or a pin
+  size_t kv_block_bytes = 0;
   size_t kv_bytes_total = 0;
   size_t kv_bytes_used = 0;
   int64_t prompt_tokens_total = 0;      // prompt tokens of requests that finished
@@ -49,6 +71,7 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t steps_total = 0;              // engine steps that ran a forward pass
   bool loop_alive = false;
+  PrefixCacheInfo prefix;
 };
 
 class Engine {
@@ -80,6 +103,24 @@ class Engine {
   const EngineConfig& config() const;
 
   EngineStats stats() const;
+
+  // ---- prefix-cache administration (POST/DELETE /cache/pin, POST /cache/flush) ----
+  // Runs `prompt` (one greedy token, queued like any request) so its full blocks are cached
+  // under cache_salt's namespace, then pins them: they are never evicted until unpinned.
+  // Returns the prompt tokens pinned (a whole number of blocks). out_of_memory when the pins
+  // would exceed cache_pin_fraction of the pool; unsupported when prefix caching is off;
+  // the submit() errors otherwise; deadline_exceeded-like invalid_argument after `timeout`.
+  Expected<int64_t> pin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
+                               std::chrono::milliseconds timeout);
+  // Removes one pin from each block of the prompt's cached prefix; returns the tokens unpinned
+  // (0 when nothing was pinned).
+  Expected<int64_t> unpin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
+                                 std::chrono::milliseconds timeout);
+  // Drops every unreferenced, unpinned cached block; returns how many.
+  Expected<int64_t> flush_prefix_cache(std::chrono::milliseconds timeout);
+  // Lifetimes (seconds from commit to eviction) of blocks evicted since the last call, for the
+  // block-lifetime histogram. Keeps at most 100,000 between calls (the oldest are dropped).
+  std::vector<double> take_evicted_block_lifetimes();
   bool healthy() const;  // the loop thread is running and has not failed
 
   // Stops accepting requests, lets in-flight ones finish until `drain_deadline`, cancels the
@@ -90,6 +131,8 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
+  // submit(), and for pin_prefix() the outcome slot the engine fills after pinning.
+  Expected<std::shared_ptr<RequestHandle>> submit_internal(GenerationRequest request, std::shared_ptr<PinOutcome> pin);
   std::unique_ptr<Impl> impl_;
 };
 

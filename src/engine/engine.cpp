@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
+
+#include "engine/context_policy.h"
+#include "util/log.h"
 
 namespace kvserve {
 namespace {
@@ -21,7 +25,24 @@ Status validate_config(const EngineConfig& c) {
     return invalid_argument("max_batched_tokens must be >= 1, got " + std::to_string(c.max_batched_tokens));
   if (c.max_queue < 1) return invalid_argument("max_queue must be >= 1, got " + std::to_string(c.max_queue));
   if (c.ctx < 0) return invalid_argument("ctx must be >= 0, got " + std::to_string(c.ctx));
+  KVS_RETURN_IF_ERROR(parse_context_overflow(c.context_overflow).status());
+  if (!(c.cache_pin_fraction >= 0 && c.cache_pin_fraction <= 1))
+    return invalid_argument("cache_pin_fraction must be in [0, 1], got " + std::to_string(c.cache_pin_fraction));
   return Status::ok_status();
+}
+
+// Evicted-block lifetimes kept between two Engine::take_evicted_block_lifetimes() calls.
+constexpr size_t kMaxPendingLifetimes = 100000;
+
+std::string describe(const CacheEvent& e) {
+  std::string ids;
+  for (size_t i = 0; i < e.blocks.size(); ++i) {
+    if (i) ids += ',';
+    ids += std::to_string(e.blocks[i]);
+  }
+  std::string line = std::string("kv cache: ") + cache_event_name(e.kind) + " blocks [" + ids + "]";
+  if (e.seq >= 0) line += " seq " + std::to_string(e.seq);
+  return line;
 }
 
 }  // namespace
@@ -36,17 +57,25 @@ Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::uniqu
       tokenizer(std::move(t)),
       kv(std::move(storage)),
       queue(size_t(cfg.max_queue)),
-      cache(kv.num_blocks(), kv.layout().block_size),
-      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens}, cache),
+      cache(kv.num_blocks(), kv.layout().block_size, PrefixCacheOptions{cfg.prefix_cache, cfg.cache_pin_fraction}),
+      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache}, cache),
       runner(*model, kv, cfg.threads) {
   model_name = model->hparams().name;
   if (model_name.empty()) model_name = std::filesystem::path(cfg.model_path).stem().string();
   chat_template = model->gguf().get_string_or("tokenizer.chat_template", "");
+  if (cfg.prefix_cache) {
+    fingerprint = model_fingerprint(*model);
+    kv_signature = kv.layout().type_signature();
+  }
+  // Block-level events are many (every allocation); they are built only when someone reads them.
+  if (log_level() <= LogLevel::kDebug) cache.set_event_listener([](const CacheEvent& e) { KVS_DEBUG(describe(e)); });
 }
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KVS_RETURN_IF_ERROR(validate_config(config));
   KVS_ASSIGN_OR_RETURN(KvDType dtype, parse_kv_dtype(config.kv_type));
+  KVS_ASSIGN_OR_RETURN(KvDType k_dtype, config.kv_type_k.empty() ? dtype : parse_kv_dtype(config.kv_type_k));
+  KVS_ASSIGN_OR_RETURN(KvDType v_dtype, config.kv_type_v.empty() ? dtype : parse_kv_dtype(config.kv_type_v));
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(config.model_path));
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(model->gguf()));
   const ModelHparams& hp = model->hparams();
@@ -58,7 +87,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   layout.num_kv_heads = hp.n_head_kv;
   layout.head_dim = hp.head_dim;
   layout.block_size = config.block_size;
-  layout.dtype = dtype;
+  layout.k_dtype = k_dtype;
+  layout.v_dtype = v_dtype;
   KVS_RETURN_IF_ERROR(layout.validate());
   int64_t ctx = config.ctx > 0 ? config.ctx : hp.n_ctx_train;
   int32_t num_blocks = 0;
@@ -91,7 +121,8 @@ Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
 
 // ---- caller-thread API ----
 
-Expected<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest request) {
+Expected<std::shared_ptr<RequestHandle>> Engine::submit_internal(GenerationRequest request,
+                                                                 std::shared_ptr<PinOutcome> pin) {
   Impl& m = *impl_;
   if (m.stopping.load()) return unsupported("the engine is shutting down");
   if (request.prompt.empty()) return invalid_argument("the prompt is empty");
@@ -106,16 +137,82 @@ Expected<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest reques
     return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
                             std::to_string(request.top_logprobs));
   if (request.timeout_seconds < 0) return invalid_argument("timeout_seconds must be >= 0");
-  const int64_t need = int64_t(request.prompt.size()) + p.max_tokens;
-  if (need > m.ctx)
-    return invalid_argument("prompt of " + std::to_string(request.prompt.size()) + " tokens + max_tokens " +
-                            std::to_string(p.max_tokens) + " = " + std::to_string(need) +
-                            " tokens exceeds the context length of " + std::to_string(m.ctx) + " tokens");
+  // error: refuse; truncate: drop the oldest prompt tokens after the BOS (validated at create()).
+  const ContextOverflow policy =
+      m.config.context_overflow == "truncate" ? ContextOverflow::kTruncate : ContextOverflow::kError;
+  KVS_RETURN_IF_ERROR(fit_prompt(policy, request.prompt, p.max_tokens, m.ctx, m.tokenizer->bos_id()).status());
   auto handle = std::make_shared<RequestHandle>(m.next_id.fetch_add(1));
-  PendingRequest pr{handle, std::move(request), Clock::now()};
+  PendingRequest pr{handle, std::move(request), Clock::now(), std::move(pin)};
   KVS_RETURN_IF_ERROR(m.queue.push(std::move(pr), m.num_waiting.load()));
   m.requests_total.fetch_add(1);
   return handle;
+}
+
+Expected<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest request) {
+  return submit_internal(std::move(request), nullptr);
+}
+
+namespace {
+
+// Runs `fn` on the loop thread and waits up to `timeout` for its answer.
+template <typename T>
+Expected<T> run_on_loop(RequestQueue& queue, std::chrono::milliseconds timeout, std::function<Expected<T>()> fn) {
+  auto promise = std::make_shared<std::promise<Expected<T>>>();
+  std::future<Expected<T>> answer = promise->get_future();
+  KVS_RETURN_IF_ERROR(queue.post([promise, fn = std::move(fn)] { promise->set_value(fn()); }));
+  if (answer.wait_for(timeout) != std::future_status::ready)
+    return unavailable("the engine did not answer within " + std::to_string(timeout.count()) + " ms");
+  return answer.get();
+}
+
+}  // namespace
+
+Expected<int64_t> Engine::pin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
+                                     std::chrono::milliseconds timeout) {
+  if (!impl_->config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.params.max_tokens = 1;  // the prompt must run so its blocks are computed and committed
+  r.params.temperature = 0;
+  r.cache_salt = cache_salt;
+  r.timeout_seconds = std::chrono::duration<double>(timeout).count();
+  auto outcome = std::make_shared<PinOutcome>();
+  KVS_ASSIGN_OR_RETURN(std::shared_ptr<RequestHandle> h, submit_internal(std::move(r), outcome));
+  const RequestResult res = h->wait();  // bounded by the request's timeout
+  if (res.finish_reason == "timeout") return unavailable("the pin request did not run within its timeout");
+  if (res.finish_reason == "error") return internal_error(res.error);
+  if (res.finish_reason == "cancelled") return unavailable("the engine is shutting down");
+  if (!outcome->status.ok()) return outcome->status;
+  return outcome->pinned_tokens;
+}
+
+Expected<int64_t> Engine::unpin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
+                                       std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
+  const BlockHash ns = prefix_namespace(m.fingerprint, m.kv_signature, cache_salt);
+  return run_on_loop<int64_t>(m.queue, timeout, [&m, ns, prompt = std::move(prompt)]() -> Expected<int64_t> {
+    Expected<int64_t> n = m.cache.unpin_prefix(ns, prompt);
+    m.publish_stats();  // the caller reads stats() next; let them show the unpin
+    return n;
+  });
+}
+
+Expected<int64_t> Engine::flush_prefix_cache(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
+  return run_on_loop<int64_t>(m.queue, timeout, [&m]() -> Expected<int64_t> {
+    const int64_t n = m.cache.flush();
+    m.publish_stats();
+    return n;
+  });
+}
+
+std::vector<double> Engine::take_evicted_block_lifetimes() {
+  std::lock_guard<std::mutex> lock(impl_->lifetimes_mu);
+  std::vector<double> out(impl_->evicted_lifetimes.begin(), impl_->evicted_lifetimes.end());
+  impl_->evicted_lifetimes.clear();
+  return out;
 }
 
 std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
@@ -188,11 +285,13 @@ void Engine::Impl::loop() {
 }
 
 void Engine::Impl::admit_pending() {
+  for (EngineTask& task : queue.drain_tasks()) task();
   for (PendingRequest& p : queue.drain()) {
     const SeqId id = SeqId(p.handle->id());
     auto a = std::make_unique<ActiveRequest>(std::move(p), *tokenizer);
     a->result.prompt_tokens = int64_t(a->request.prompt.size());
-    Status st = scheduler.add(id, a->request.prompt);
+    if (config.prefix_cache) a->ns = prefix_namespace(fingerprint, kv_signature, a->request.cache_salt);
+    Status st = scheduler.add(id, a->request.prompt, a->ns);
     active.emplace(id, std::move(a));
     if (!st.ok()) {
       finish(id, "error", st.to_string());
@@ -233,14 +332,25 @@ void Engine::Impl::step() {
     if (!a.scheduled) {
       a.scheduled = true;
       a.result.queue_seconds = seconds_between(a.submitted, now);
+      // The prefix matched at first admission (a re-admission after preemption may hit the
+      // sequence's own blocks, which the client did not get from the cache).
+      a.result.cached_tokens = scheduler.find(c.seq)->num_cached_tokens;
     }
   }
   Status st = runner.run(out, scheduler, cache, &logits);
   ++steps_total;
+  collect_lifetimes();
   if (!st.ok()) {
     // The pass validates before writing, so the cache is as it was; the affected sequences'
     // bookkeeping has moved on, so they end with the error rather than retry forever.
-    for (const ScheduledChunk& c : out.chunks) finish(c.seq, "error", st.to_string());
+    for (const ScheduledChunk& c : out.chunks) {
+      // This step's K/V were not written: its blocks must not enter the prefix cache.
+      if (scheduler.find(c.seq) != nullptr) {
+        Status rs = scheduler.remove(c.seq, /*kv_written=*/false);
+        KVS_ASSERT(rs.ok(), "removing a known sequence");
+      }
+      finish(c.seq, "error", st.to_string());
+    }
     return;
   }
   const size_t n_vocab = size_t(runner.n_vocab());
@@ -311,6 +421,21 @@ void Engine::Impl::finish(SeqId id, const std::string& reason, const std::string
     Status st = scheduler.remove(id);
     KVS_ASSERT(st.ok(), "removing a known sequence");
   }
+  if (a.pin) {
+    // The prompt's full blocks were committed as it ran and stay cached now that the sequence
+    // is gone; pinning them here, before any other sequence runs, cannot miss them.
+    if (reason == "stop" || reason == "length") {
+      Expected<int64_t> pinned = cache.pin_prefix(a.ns, a.request.prompt);
+      if (pinned.ok()) {
+        a.pin->pinned_tokens = *pinned;
+      } else {
+        a.pin->status = pinned.status();
+      }
+    } else {
+      a.pin->status = unavailable("the pin request ended: " + reason);
+    }
+    publish_stats();  // before the caller wakes up, so stats() shows the pin
+  }
   a.result.finish_reason = reason;
   a.result.error = error;
   a.result.total_seconds = seconds_between(a.submitted, Clock::now());
@@ -321,6 +446,14 @@ void Engine::Impl::finish(SeqId id, const std::string& reason, const std::string
   num_waiting.store(size_t(scheduler.num_waiting()));
 }
 
+void Engine::Impl::collect_lifetimes() {
+  std::vector<double> lives = cache.take_evicted_lifetimes();
+  if (lives.empty()) return;
+  std::lock_guard<std::mutex> lock(lifetimes_mu);
+  for (double s : lives) evicted_lifetimes.push_back(s);
+  while (evicted_lifetimes.size() > kMaxPendingLifetimes) evicted_lifetimes.pop_front();
+}
+
 void Engine::Impl::publish_stats() {
   EngineStats s;
   s.num_running = scheduler.num_running();
@@ -328,6 +461,17 @@ void Engine::Impl::publish_stats() {
   s.kv_blocks_total = cache.num_blocks_total();
   s.kv_blocks_used = cache.num_blocks_used();
   const size_t block_bytes = kv.layout().block_bytes();
+  s.kv_block_bytes = block_bytes;
+  const PrefixCacheStats ps = cache.prefix_stats();
+  s.prefix.enabled = config.prefix_cache;
+  s.prefix.blocks_cached = ps.blocks_cached;
+  s.prefix.blocks_free = ps.blocks_free;
+  s.prefix.blocks_pinned = ps.blocks_pinned;
+  s.prefix.evictions_total = ps.evictions_total;
+  s.prefix.query_tokens_total = ps.query_tokens_total;
+  s.prefix.hit_tokens_total = ps.hit_tokens_total;
+  s.prefix.recent_query_tokens = ps.recent_query_tokens;
+  s.prefix.recent_hit_tokens = ps.recent_hit_tokens;
   s.kv_bytes_total = size_t(s.kv_blocks_total) * block_bytes;
   s.kv_bytes_used = size_t(s.kv_blocks_used) * block_bytes;
   s.prompt_tokens_total = prompt_tokens_total;

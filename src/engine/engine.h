@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -11,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/model_fingerprint.h"
 #include "engine/model_runner.h"
 #include "engine/request_queue.h"
 #include "engine/sampler.h"
@@ -32,7 +34,8 @@ struct ActiveRequest {
         submitted(p.submitted),
         sampler(request.params),
         detok(tok),
-        stops(request.params.stop) {}
+        stops(request.params.stop),
+        pin(std::move(p.pin)) {}
 
   std::shared_ptr<RequestHandle> handle;
   GenerationRequest request;
@@ -43,6 +46,8 @@ struct ActiveRequest {
   StreamDetokenizer detok;
   StopMatcher stops;
   RequestResult result;
+  std::shared_ptr<PinOutcome> pin;  // pin requests only
+  BlockHash ns;                     // prefix-cache namespace ({} when prefix caching is off)
 };
 
 struct Engine::Impl {
@@ -58,11 +63,15 @@ struct Engine::Impl {
   // Ends a request: flushes held-back text, frees its sequence, publishes the result.
   void finish(SeqId id, const std::string& reason, const std::string& error = "");
   void publish_stats();
+  // Moves the cache's evicted-block lifetimes to `evicted_lifetimes` for the metrics.
+  void collect_lifetimes();
 
   const EngineConfig config;
   std::string model_name;
   std::string chat_template;
   const int64_t ctx;
+  BlockHash fingerprint;     // model_fingerprint(*model), computed once at load
+  std::string kv_signature;  // KV element types and block size, part of every namespace
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   KvStorage kv;
@@ -88,6 +97,8 @@ struct Engine::Impl {
   std::atomic<int64_t> drain_deadline_ns{0};  // steady_clock time since epoch, set before `stopping`
   mutable std::mutex stats_mu;
   EngineStats stats_snapshot;  // guarded by stats_mu
+  std::mutex lifetimes_mu;
+  std::deque<double> evicted_lifetimes;  // guarded by lifetimes_mu; capped (see engine.h API)
   std::mutex shutdown_mu;
   std::thread thread;
 };

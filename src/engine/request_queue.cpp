@@ -96,9 +96,26 @@ std::vector<PendingRequest> RequestQueue::drain() {
   return out;
 }
 
+Status RequestQueue::post(EngineTask task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return unsupported("the engine is shutting down");
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return Status::ok_status();
+}
+
+std::vector<EngineTask> RequestQueue::drain_tasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<EngineTask> out;
+  out.swap(tasks_);
+  return out;
+}
+
 void RequestQueue::wait_for_work(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, wait, [&] { return !items_.empty() || woken_; });
+  cv_.wait_for(lock, wait, [&] { return !items_.empty() || !tasks_.empty() || woken_; });
   woken_ = false;
 }
 

@@ -1,5 +1,6 @@
 #include "server/api_request.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -228,6 +229,16 @@ Expected<ApiRequest> parse_api_request(const std::string& body, Route route, con
 
 Expected<int> resolve_max_tokens(const ApiRequest& req, int64_t prompt_tokens, int64_t context_length,
                                  const ApiLimits& limits) {
+  if (limits.truncate_prompt) {
+    const int64_t room = std::max<int64_t>(context_length - prompt_tokens, 0);
+    if (req.route == Route::kChat && !req.max_tokens_given)
+      return int(std::min<int64_t>(room > 0 ? room : context_length / 2, limits.max_tokens_limit));
+    if (req.params.max_tokens > context_length - 2)
+      return invalid_argument("max_tokens: " + std::to_string(req.params.max_tokens) +
+                              " leaves no room for the prompt in the context length (" +
+                              std::to_string(context_length) + " tokens), even truncated");
+    return req.params.max_tokens;
+  }
   if (prompt_tokens >= context_length)
     return invalid_argument("prompt: " + std::to_string(prompt_tokens) + " tokens do not fit in the context length (" +
                             std::to_string(context_length) + " tokens)");

@@ -17,6 +17,9 @@ enum class Route { kGenerate, kCompletion, kChat };
 
 struct ApiLimits {
   int max_tokens_limit = 4096;  // the largest max_tokens accepted
+  // context_overflow: truncate. A prompt too long for the context is cut by the engine (oldest
+  // tokens after the BOS), so only max_tokens itself must fit.
+  bool truncate_prompt = false;
 };
 
 struct ApiRequest {
@@ -38,7 +41,9 @@ struct ApiRequest {
 Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits);
 
 // The max_tokens a request runs with once its prompt length is known, or a 400 message when
-// prompt + max_tokens does not fit in the context.
+// prompt + max_tokens does not fit in the context (with limits.truncate_prompt: when max_tokens
+// leaves no room for one prompt token besides the BOS; a chat without max_tokens whose prompt
+// fills the context then gets min(context / 2, max_tokens_limit)).
 Expected<int> resolve_max_tokens(const ApiRequest& req, int64_t prompt_tokens, int64_t context_length,
                                  const ApiLimits& limits);
 

@@ -98,7 +98,9 @@ const std::map<std::string, Setter>& setters() {
          return Status::ok_status();
        }},
       {"port", int_key(&ServerConfig::port, 0, 65535)},
-      {"kv_type", choice_key(&ServerConfig::kv_type, {"f32", "f16"})},
+      {"kv_type", choice_key(&ServerConfig::kv_type, {"f32", "f16", "bf16", "q8_0", "q4_0"})},
+      {"kv_type_k", choice_key(&ServerConfig::kv_type_k, {"", "f32", "f16", "bf16", "q8_0", "q4_0"})},
+      {"kv_type_v", choice_key(&ServerConfig::kv_type_v, {"", "f32", "f16", "bf16", "q8_0", "q4_0"})},
       {"kv_memory",
        [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
          if (!v.empty()) {
@@ -135,6 +137,25 @@ const std::map<std::string, Setter>& setters() {
          if (!parse_bool(v, &c->no_cache)) return bad(src, key, "expected true or false, got '" + v + "'");
          return Status::ok_status();
        }},
+      {"context_overflow", choice_key(&ServerConfig::context_overflow, {"error", "truncate"})},
+      {"prefix_cache",
+       [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
+         if (v == "on" || v == "off") {
+           c->prefix_cache = v == "on";
+         } else if (!parse_bool(v, &c->prefix_cache)) {
+           return bad(src, key, "expected on or off, got '" + v + "'");
+         }
+         return Status::ok_status();
+       }},
+      {"cache_pin_fraction",
+       [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
+         char* end = nullptr;
+         const double x = std::strtod(v.c_str(), &end);
+         if (v.empty() || end != v.c_str() + v.size() || !(x >= 0 && x <= 1))
+           return bad(src, key, "expected a fraction in 0..1, got '" + v + "'");
+         c->cache_pin_fraction = x;
+         return Status::ok_status();
+       }},
       {"log_format", choice_key(&ServerConfig::log_format, {"text", "json"})},
       {"log_level", choice_key(&ServerConfig::log_level, {"debug", "info", "warn", "error", "off"})},
       {"threads", int_key(&ServerConfig::threads, 0, 1024)},
@@ -165,9 +186,9 @@ std::string format_seconds(double v) {
 
 const std::vector<std::string>& config_keys() {
   static const std::vector<std::string> k = {
-      "model",     "host",           "port",          "kv_type",    "kv_memory",     "ctx",
+      "model",     "host",           "port",          "kv_type",    "kv_type_k",     "kv_type_v",     "kv_memory",     "ctx",
       "block_size", "max_seqs",      "max_batched_tokens", "max_queue", "request_timeout", "max_body_bytes",
-      "max_tokens_limit", "no_cache", "log_format",   "log_level",  "threads",       "chat_template",
+      "max_tokens_limit", "no_cache", "context_overflow", "prefix_cache", "cache_pin_fraction", "log_format",   "log_level",  "threads",       "chat_template",
       "http_threads", "shutdown_timeout"};
   return k;
 }
@@ -254,6 +275,8 @@ std::string config_to_yaml(const ServerConfig& c) {
      << "host: " << yaml_quote(c.host) << "\n"
      << "port: " << c.port << "\n"
      << "kv_type: " << c.kv_type << "\n"
+     << "kv_type_k: " << yaml_quote(c.kv_type_k) << "\n"
+     << "kv_type_v: " << yaml_quote(c.kv_type_v) << "\n"
      << "kv_memory: " << yaml_quote(c.kv_memory) << "\n"
      << "ctx: " << c.ctx << "\n"
      << "block_size: " << c.block_size << "\n"
@@ -264,6 +287,9 @@ std::string config_to_yaml(const ServerConfig& c) {
      << "max_body_bytes: " << c.max_body_bytes << "\n"
      << "max_tokens_limit: " << c.max_tokens_limit << "\n"
      << "no_cache: " << (c.no_cache ? "true" : "false") << "\n"
+     << "context_overflow: " << c.context_overflow << "\n"
+     << "prefix_cache: " << (c.prefix_cache ? "on" : "off") << "\n"
+     << "cache_pin_fraction: " << c.cache_pin_fraction << "\n"
      << "log_format: " << c.log_format << "\n"
      << "log_level: " << c.log_level << "\n"
      << "threads: " << c.threads << "\n"

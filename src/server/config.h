@@ -20,7 +20,9 @@ struct ServerConfig {
   std::string model;                  // GGUF path (required)
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string kv_type = "f32";        // f32 | f16
+  std::string kv_type = "f32";        // f32 | f16 | bf16 | q8_0 | q4_0 (K and V)
+  std::string kv_type_k;              // K type, overrides kv_type; "" = kv_type
+  std::string kv_type_v;              // V type, overrides kv_type; "" = kv_type
   std::string kv_memory;              // bytes ("512MiB") or a RAM fraction ("0.6"); empty: sized by ctx
   int64_t ctx = 0;                    // 0: the model's context length
   int block_size = 16;
@@ -31,6 +33,9 @@ struct ServerConfig {
   uint64_t max_body_bytes = 1 << 20;  // request body limit; beyond it: 413
   int max_tokens_limit = 4096;        // largest max_tokens a request may ask for
   bool no_cache = false;
+  std::string context_overflow = "error";  // prompt + max_tokens > ctx: error (400) | truncate
+  bool prefix_cache = true;           // share KV blocks of common prompt prefixes (on | off)
+  double cache_pin_fraction = 0.2;    // share of KV blocks POST /cache/pin may hold
   std::string log_format = "text";    // text | json
   std::string log_level = "info";     // debug | info | warn | error | off
   int threads = 0;                    // engine threads; 0: one per core

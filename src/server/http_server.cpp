@@ -20,6 +20,8 @@ EngineConfig engine_config(const ServerConfig& c) {
   EngineConfig e;
   e.model_path = c.model;
   e.kv_type = c.kv_type;
+  e.kv_type_k = c.kv_type_k;
+  e.kv_type_v = c.kv_type_v;
   e.block_size = c.block_size;
   e.kv_memory = c.kv_memory;
   e.ctx = c.ctx;
@@ -28,6 +30,9 @@ EngineConfig engine_config(const ServerConfig& c) {
   e.max_batched_tokens = c.max_batched_tokens;
   e.max_queue = c.max_queue;
   e.threads = c.threads;
+  e.prefix_cache = c.prefix_cache;
+  e.context_overflow = c.context_overflow;
+  e.cache_pin_fraction = c.cache_pin_fraction;
   return e;
 }
 
@@ -72,6 +77,7 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   });
   register_generate_routes(svr, st);
   register_misc_routes(svr, st);
+  register_cache_routes(svr, st);
 }
 
 }  // namespace
@@ -90,6 +96,7 @@ int run_server(const ServerConfig& cfg) {
   auto st = std::make_unique<ServerState>();
   st->cfg = cfg;
   st->limits.max_tokens_limit = cfg.max_tokens_limit;
+  st->limits.truncate_prompt = cfg.context_overflow == "truncate";
   st->json_logs = cfg.log_format == "json";
   st->started_unix = int64_t(std::time(nullptr));
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kvserve/engine.h"
 #include "metrics/registry.h"
@@ -23,9 +24,10 @@ class ServerMetrics {
   // shutting_down.
   void count_rejected(const std::string& reason);
 
-  // Copies the engine's gauges and the growth of its totals since the last scrape, then
+  // Copies the engine's gauges and the growth of its totals since the last scrape, observes
+  // the lifetimes of KV blocks evicted since then (Engine::take_evicted_block_lifetimes), then
   // renders the registry. `stats` is null while the model loads.
-  std::string scrape(const EngineStats* stats);
+  std::string scrape(const EngineStats* stats, const std::vector<double>& evicted_block_lifetimes = {});
 
  private:
   metrics::Registry reg_;
@@ -42,9 +44,19 @@ class ServerMetrics {
   metrics::Counter& generation_tokens_;
   metrics::Counter& preemptions_;
   metrics::Gauge& rss_;
+  // Prefix cache (issue 5): lookups and hits in prompt tokens, blocks by state, evictions.
+  metrics::Counter& prefix_queries_;
+  metrics::Counter& prefix_hits_;
+  metrics::Counter& evictions_;
+  metrics::Gauge& blocks_used_;
+  metrics::Gauge& blocks_cached_;
+  metrics::Gauge& blocks_free_;
+  metrics::Gauge& blocks_pinned_;
+  metrics::Histogram& block_lifetime_;
 
   std::mutex mu_;  // guards the last-seen engine totals
   int64_t last_prompt_ = 0, last_generation_ = 0, last_preemptions_ = 0;
+  int64_t last_queries_ = 0, last_hits_ = 0, last_evictions_ = 0;
 };
 
 }  // namespace kvserve::server

@@ -55,8 +55,13 @@ using RouteFn = std::function<void(const httplib::Request&, httplib::Response&)>
 // Wraps a handler so that no exception escapes: any throw becomes a 500 JSON error.
 httplib::Server::Handler guarded(RouteFn fn);
 
-// Route registration (routes_generate.cpp, routes_misc.cpp).
+// Route registration (routes_generate.cpp, routes_misc.cpp, routes_cache.cpp).
 void register_generate_routes(httplib::Server& svr, ServerState& st);
 void register_misc_routes(httplib::Server& svr, ServerState& st);
+void register_cache_routes(httplib::Server& svr, ServerState& st);
+
+// The prompt token ids of a parsed request, tokenized as its route does (chat: template
+// rendered, special tokens parsed); invalid_argument with a client-facing message otherwise.
+Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api);
 
 }  // namespace kvserve::server

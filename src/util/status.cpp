@@ -15,6 +15,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kOutOfMemory: return "OutOfMemory";
     case StatusCode::kIoError: return "IoError";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

@@ -19,6 +19,7 @@ enum class StatusCode {
   kOutOfMemory,      // a budget (KV blocks, bytes) is exhausted
   kIoError,          // the OS refused (open, mmap, read)
   kInternal,         // a bug: an invariant did not hold
+  kUnavailable,      // a service is not there or did not answer in time (try again later)
 };
 
 const char* status_code_name(StatusCode code);
@@ -47,6 +48,7 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] Expected {

@@ -159,5 +159,22 @@ TEST(ApiRequest, ResolveMaxTokensAgainstTheContext) {
   EXPECT_EQ(*resolve_max_tokens(*chat, 12, 4096, limits()), 1000);
 }
 
+TEST(ApiRequest, ResolveMaxTokensUnderTruncateOnlyNeedsRoomForMaxTokens) {
+  ApiLimits t = limits();
+  t.truncate_prompt = true;
+  auto r = parse(R"({"prompt":"x","max_tokens":100})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*resolve_max_tokens(*r, 600, 512, t), 100);  // the engine cuts the prompt to 412
+  auto huge = parse(R"({"prompt":"x","max_tokens":511})");
+  ASSERT_TRUE(huge.ok());
+  auto no_room = resolve_max_tokens(*huge, 10, 512, t);
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_NE(no_room.status().message().find("512"), std::string::npos);
+  auto chat = parse(R"({"messages":[{"role":"user","content":"x"}]})", Route::kChat);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(*resolve_max_tokens(*chat, 12, 512, t), 500);  // fits: to the context end as before
+  EXPECT_EQ(*resolve_max_tokens(*chat, 900, 512, t), 256); // overflows: half the context
+}
+
 }  // namespace
 }  // namespace kvserve::server

@@ -1,0 +1,30 @@
+// What happens when a prompt and the tokens it asks for do not fit in the context
+// (`--context-overflow`, key `context_overflow`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace kvserve {
+
+enum class ContextOverflow : uint8_t {
+  kError,     // refuse up front (HTTP 400) when prompt + max_tokens > context
+  kTruncate,  // drop the oldest prompt tokens (the BOS stays) until it fits
+};
+
+// "error" | "truncate"; invalid_argument naming the accepted values otherwise.
+Expected<ContextOverflow> parse_context_overflow(const std::string& text);
+const char* context_overflow_name(ContextOverflow p);
+
+// Makes prompt + max_tokens fit in ctx tokens under policy `p`, editing `prompt` in place.
+// kTruncate keeps prompt[0] when it is `bos` (>= 0) and drops the tokens right after it; at
+// least one prompt token besides the BOS always remains. invalid_argument (stating the sizes)
+// when it cannot fit: always under kError, and under kTruncate when max_tokens alone leaves
+// no room. Returns the number of tokens dropped.
+Expected<int64_t> fit_prompt(ContextOverflow p, std::vector<int32_t>& prompt, int64_t max_tokens, int64_t ctx,
+                             int32_t bos);
+
+}  // namespace kvserve
