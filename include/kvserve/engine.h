@@ -116,6 +116,9 @@ class Engine {
   // (0 when nothing was pinned).
   Expected<int64_t> unpin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
                                  std::chrono::milliseconds timeout);
+  // Removes every pin; returns the blocks that had one. (A pin made by a longer prompt keeps
+  // its tail pinned when a shorter one is unpinned; this is the way to release everything.)
+  Expected<int64_t> unpin_all(std::chrono::milliseconds timeout);
   // Drops every unreferenced, unpinned cached block; returns how many.
   Expected<int64_t> flush_prefix_cache(std::chrono::milliseconds timeout);
   // Lifetimes (seconds from commit to eviction) of blocks evicted since the last call, for the

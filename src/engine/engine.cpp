@@ -198,6 +198,16 @@ Expected<int64_t> Engine::unpin_prefix(std::vector<int32_t> prompt, const std::s
   });
 }
 
+Expected<int64_t> Engine::unpin_all(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
+  return run_on_loop<int64_t>(m.queue, timeout, [&m]() -> Expected<int64_t> {
+    const int64_t n = m.cache.unpin_all();
+    m.publish_stats();
+    return n;
+  });
+}
+
 Expected<int64_t> Engine::flush_prefix_cache(std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");

@@ -1,7 +1,8 @@
 // The prefix cache's admin API:
 //   POST   /cache/pin    {"prompt": "..."} or {"messages": [...]}, optional "cache_salt"
 //                        → 200 {"pinned_tokens", "prompt_tokens"}   (runs the prompt if needed)
-//   DELETE /cache/pin    same body → 200 {"unpinned_tokens", "prompt_tokens"}
+//   DELETE /cache/pin    same body → 200 {"unpinned_tokens", "prompt_tokens"};
+//                        {"all": true} → 200 {"unpinned_blocks"}: every pin removed
 //   GET    /cache/stats  → blocks by state, bytes, hit rates (recent and since start), evictions
 //   POST   /cache/flush  → 200 {"flushed_blocks"}: drops every unreferenced, unpinned cached block
 // The prompt is tokenized exactly as /v1/completions (prompt) or /v1/chat/completions (messages)
@@ -117,6 +118,14 @@ void register_cache_routes(httplib::Server& svr, ServerState& st) {
            }));
   svr.Delete("/cache/pin", guarded([&st](const httplib::Request& req, httplib::Response& res) {
                if (!engine_ready(st, res)) return;
+               const json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+               if (j.is_object() && j.contains("all")) {
+                 if (!j["all"].is_boolean() || !j["all"].get<bool>())
+                   return reply_error(res, 400, "all: expected true", "invalid_request_error", "invalid_value");
+                 auto n = st.engine->unpin_all(kAdminTimeout);
+                 if (!n.ok()) return reply_status(res, n.status());
+                 return reply(res, 200, json{{"unpinned_blocks", *n}});
+               }
                std::vector<int32_t> tokens;
                std::string salt;
                if (!pin_target(st, req, res, &tokens, &salt)) return;

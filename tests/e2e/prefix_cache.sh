@@ -79,6 +79,11 @@ check "the pinned prefix still hits after a flush" \
   test "$(jget "$TMP/body" 'j["usage"]["prompt_tokens_details"]["cached_tokens"]')" -ge "$PINNED"
 check "DELETE /cache/pin" test "$(post /cache/pin "$PIN_BODY" DELETE)" = 200
 check "unpin releases what pin took" test "$(jget "$TMP/body" 'j["unpinned_tokens"]')" = "$PINNED"
+check "re-pin" test "$(post /cache/pin "$PIN_BODY")" = 200
+check "DELETE /cache/pin {all: true} removes every pin" test "$(post /cache/pin '{"all": true}' DELETE)" = 200
+check "... and says how many blocks" test "$(jget "$TMP/body" 'j["unpinned_blocks"]')" = $((PINNED / 16))
+curl -s -o "$TMP/stats" "$URL/cache/stats"
+check "no pins left" test "$(jget "$TMP/stats" 'j["blocks"]["pinned"]')" = 0
 check "bad pin body is a 400" test "$(post /cache/pin '{"prompt": 5')" = 400
 
 # Metrics.
