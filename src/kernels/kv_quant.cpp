@@ -110,7 +110,6 @@ size_t kv_row_bytes(KvElem type, int64_t n) {
     case KvElem::BF16:
       return 2 * size_t(n);
     case KvElem::Q8_0:
-      return full * group_bytes(type, kKvGroup) + (rest ? group_bytes(type, int(rest)) : 0);
     case KvElem::Q4_0:
       return full * group_bytes(type, kKvGroup) + (rest ? group_bytes(type, int(rest)) : 0);
   }
@@ -178,8 +177,7 @@ void kv_dequantize_row_scalar(KvElem type, const uint8_t* src, int n, float* y) 
 void kv_dequantize_row(KvElem type, const uint8_t* src, int n, float* y) {
   switch (type) {
     case KvElem::F32:
-      std::memcpy(y, src, size_t(n) * 4);
-      return;
+      break;  // a plain copy: the scalar version's
     case KvElem::F16:
       if (n % 8 != 0) break;
       for (int i = 0; i < n; i += 8)
