@@ -154,12 +154,23 @@ Expected<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest reques
 
 namespace {
 
-// Runs `fn` on the loop thread and waits up to `timeout` for its answer.
-template <typename T>
-Expected<T> run_on_loop(RequestQueue& queue, std::chrono::milliseconds timeout, std::function<Expected<T>()> fn) {
-  auto promise = std::make_shared<std::promise<Expected<T>>>();
-  std::future<Expected<T>> answer = promise->get_future();
-  KVS_RETURN_IF_ERROR(queue.post([promise, fn = std::move(fn)] { promise->set_value(fn()); }));
+Status require_prefix_cache(const EngineConfig& c) {
+  return c.prefix_cache ? Status::ok_status() : unsupported("prefix caching is off (prefix_cache: off)");
+}
+
+// Runs a prefix-cache admin operation on the loop thread (the only one that may touch the
+// cache) between two steps, republishes the stats so the caller's next stats() shows its
+// effect, and waits up to `timeout` for the answer.
+Expected<int64_t> cache_admin(Engine::Impl& m, std::chrono::milliseconds timeout,
+                              std::function<Expected<int64_t>(KvCacheManager&)> op) {
+  KVS_RETURN_IF_ERROR(require_prefix_cache(m.config));
+  auto promise = std::make_shared<std::promise<Expected<int64_t>>>();
+  std::future<Expected<int64_t>> answer = promise->get_future();
+  KVS_RETURN_IF_ERROR(m.queue.post([&m, promise, op = std::move(op)] {
+    Expected<int64_t> r = op(m.cache);
+    m.publish_stats();
+    promise->set_value(std::move(r));
+  }));
   if (answer.wait_for(timeout) != std::future_status::ready)
     return unavailable("the engine did not answer within " + std::to_string(timeout.count()) + " ms");
   return answer.get();
@@ -169,7 +180,7 @@ Expected<T> run_on_loop(RequestQueue& queue, std::chrono::milliseconds timeout, 
 
 Expected<int64_t> Engine::pin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
                                      std::chrono::milliseconds timeout) {
-  if (!impl_->config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
+  KVS_RETURN_IF_ERROR(require_prefix_cache(impl_->config));
   GenerationRequest r;
   r.prompt = std::move(prompt);
   r.params.max_tokens = 1;  // the prompt must run so its blocks are computed and committed
@@ -188,34 +199,18 @@ Expected<int64_t> Engine::pin_prefix(std::vector<int32_t> prompt, const std::str
 
 Expected<int64_t> Engine::unpin_prefix(std::vector<int32_t> prompt, const std::string& cache_salt,
                                        std::chrono::milliseconds timeout) {
-  Impl& m = *impl_;
-  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
-  const BlockHash ns = prefix_namespace(m.fingerprint, m.kv_signature, cache_salt);
-  return run_on_loop<int64_t>(m.queue, timeout, [&m, ns, prompt = std::move(prompt)]() -> Expected<int64_t> {
-    Expected<int64_t> n = m.cache.unpin_prefix(ns, prompt);
-    m.publish_stats();  // the caller reads stats() next; let them show the unpin
-    return n;
+  const BlockHash ns = prefix_namespace(impl_->fingerprint, impl_->kv_signature, cache_salt);
+  return cache_admin(*impl_, timeout, [ns, prompt = std::move(prompt)](KvCacheManager& c) -> Expected<int64_t> {
+    return c.unpin_prefix(ns, prompt);
   });
 }
 
 Expected<int64_t> Engine::unpin_all(std::chrono::milliseconds timeout) {
-  Impl& m = *impl_;
-  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
-  return run_on_loop<int64_t>(m.queue, timeout, [&m]() -> Expected<int64_t> {
-    const int64_t n = m.cache.unpin_all();
-    m.publish_stats();
-    return n;
-  });
+  return cache_admin(*impl_, timeout, [](KvCacheManager& c) -> Expected<int64_t> { return int64_t(c.unpin_all()); });
 }
 
 Expected<int64_t> Engine::flush_prefix_cache(std::chrono::milliseconds timeout) {
-  Impl& m = *impl_;
-  if (!m.config.prefix_cache) return unsupported("prefix caching is off (prefix_cache: off)");
-  return run_on_loop<int64_t>(m.queue, timeout, [&m]() -> Expected<int64_t> {
-    const int64_t n = m.cache.flush();
-    m.publish_stats();
-    return n;
-  });
+  return cache_admin(*impl_, timeout, [](KvCacheManager& c) -> Expected<int64_t> { return int64_t(c.flush()); });
 }
 
 std::vector<double> Engine::take_evicted_block_lifetimes() {

@@ -20,17 +20,6 @@ using namespace std::chrono_literals;
 // The engine answers admin calls between two steps; a step is milliseconds, a pin runs a prompt.
 constexpr auto kAdminTimeout = 5s;
 
-void reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump_json(body), "application/json");
-}
-
-bool engine_ready(ServerState& st, httplib::Response& res) {
-  if (st.ready.load(std::memory_order_acquire)) return true;
-  reply_error(res, 503, "the model is still loading", "service_unavailable", "loading");
-  return false;
-}
-
 // Maps an engine error to a status code and an OpenAI-style error body.
 void reply_status(httplib::Response& res, const Status& s) {
   switch (s.code()) {
@@ -104,7 +93,7 @@ json stats_json(const EngineStats& s) {
 
 void register_cache_routes(httplib::Server& svr, ServerState& st) {
   svr.Post("/cache/pin", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-             if (!engine_ready(st, res)) return;
+             if (!require_engine(st, res)) return;
              std::vector<int32_t> tokens;
              std::string salt;
              if (!pin_target(st, req, res, &tokens, &salt)) return;
@@ -114,17 +103,17 @@ void register_cache_routes(httplib::Server& svr, ServerState& st) {
              auto pinned = st.engine->pin_prefix(std::move(tokens), salt,
                                                   std::chrono::milliseconds(int64_t(limit * 1000)));
              if (!pinned.ok()) return reply_status(res, pinned.status());
-             reply(res, 200, json{{"pinned_tokens", *pinned}, {"prompt_tokens", n}});
+             reply_json(res, 200, json{{"pinned_tokens", *pinned}, {"prompt_tokens", n}});
            }));
   svr.Delete("/cache/pin", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-               if (!engine_ready(st, res)) return;
+               if (!require_engine(st, res)) return;
                const json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
                if (j.is_object() && j.contains("all")) {
                  if (!j["all"].is_boolean() || !j["all"].get<bool>())
                    return reply_error(res, 400, "all: expected true", "invalid_request_error", "invalid_value");
                  auto n = st.engine->unpin_all(kAdminTimeout);
                  if (!n.ok()) return reply_status(res, n.status());
-                 return reply(res, 200, json{{"unpinned_blocks", *n}});
+                 return reply_json(res, 200, json{{"unpinned_blocks", *n}});
                }
                std::vector<int32_t> tokens;
                std::string salt;
@@ -132,17 +121,17 @@ void register_cache_routes(httplib::Server& svr, ServerState& st) {
                const int64_t n = int64_t(tokens.size());
                auto unpinned = st.engine->unpin_prefix(std::move(tokens), salt, kAdminTimeout);
                if (!unpinned.ok()) return reply_status(res, unpinned.status());
-               reply(res, 200, json{{"unpinned_tokens", *unpinned}, {"prompt_tokens", n}});
+               reply_json(res, 200, json{{"unpinned_tokens", *unpinned}, {"prompt_tokens", n}});
              }));
   svr.Get("/cache/stats", guarded([&st](const httplib::Request&, httplib::Response& res) {
-            if (!engine_ready(st, res)) return;
-            reply(res, 200, stats_json(st.engine->stats()));
+            if (!require_engine(st, res)) return;
+            reply_json(res, 200, stats_json(st.engine->stats()));
           }));
   svr.Post("/cache/flush", guarded([&st](const httplib::Request&, httplib::Response& res) {
-             if (!engine_ready(st, res)) return;
+             if (!require_engine(st, res)) return;
              auto flushed = st.engine->flush_prefix_cache(kAdminTimeout);
              if (!flushed.ok()) return reply_status(res, flushed.status());
-             reply(res, 200, json{{"flushed_blocks", *flushed}});
+             reply_json(res, 200, json{{"flushed_blocks", *flushed}});
            }));
 }
 

@@ -22,19 +22,18 @@ httplib::Server::Handler guarded(RouteFn fn) {
   };
 }
 
-namespace {
-
 void reply_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
   res.set_content(dump_json(j), "application/json");
 }
 
-// Tokenizer routes need the model; before it loads they answer 503 like generation does.
 bool require_engine(ServerState& st, httplib::Response& res) {
   if (st.ready.load(std::memory_order_acquire)) return true;
   reply_error(res, 503, "the model is still loading", "service_unavailable", "loading");
   return false;
 }
+
+namespace {
 
 void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;

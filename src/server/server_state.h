@@ -2,6 +2,7 @@
 #pragma once
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -50,6 +51,11 @@ class InFlight {
 // Writes an OpenAI-style error body with `status`.
 void reply_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
                  const std::string& code = "");
+
+// Writes `j` as an application/json body with `status`.
+void reply_json(httplib::Response& res, int status, const nlohmann::json& j);
+// Routes that need the model answer 503 "loading" until it is loaded; true when it is.
+bool require_engine(ServerState& st, httplib::Response& res);
 
 using RouteFn = std::function<void(const httplib::Request&, httplib::Response&)>;
 // Wraps a handler so that no exception escapes: any throw becomes a 500 JSON error.

@@ -8,26 +8,14 @@
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
+#include "common/token_lists.h"
 
 namespace kvserve {
 namespace {
 
-using Toks = std::vector<int32_t>;
+using namespace ::kvserve::test_util;
 using SeqId = KvCacheManager::SeqId;
 
-const BlockHash kNs1{0, 1};
-const BlockHash kNs2{0, 2};
-
-Toks iota_tokens(int n, int32_t first) {
-  Toks t(size_t(n), 0);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-Toks concat(Toks a, const Toks& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 #define EXPECT_VERIFIED(m)                           \
   do {                                               \

@@ -8,24 +8,12 @@
 #include <vector>
 
 #include "scheduler/scheduler.h"
+#include "common/token_lists.h"
 
 namespace kvserve {
 namespace {
 
-using Toks = std::vector<int32_t>;
-const BlockHash kNs1{0, 1};
-const BlockHash kNs2{0, 2};
-
-Toks iota_tokens(int n, int32_t first) {
-  Toks t(size_t(n), 0);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-Toks concat(Toks a, const Toks& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using namespace ::kvserve::test_util;
 
 void expect_chunk(const ScheduledChunk& c, SeqId seq, int64_t start, int32_t n, bool sample) {
   EXPECT_EQ(c.seq, seq);
