@@ -1,10 +1,14 @@
 // BlockTable: one sequence's logical -> physical block map. Logical block i holds token positions
-// [i * block_size, (i + 1) * block_size); ids()[i] is the physical block (a KvStorage index).
+// [i * block_size, (i + 1) * block_size); ids()[i] is the physical block (a KvStorage index), or
+// kNoBlock for a leading block released because it fell out of the attention window.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include <utility>
+
+#include "kvcache/block_pool.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -25,6 +29,13 @@ class BlockTable {
   }
 
   void push_back(int32_t block_id) { ids_.push_back(block_id); }
+  // Replaces one entry (kNoBlock makes it a hole: a block released out of the attention window).
+  void set(int32_t logical, int32_t block_id) {
+    KVS_ASSERT(logical >= 0 && logical < num_blocks(), "logical block out of range");
+    ids_[size_t(logical)] = block_id;
+  }
+  // Replaces the whole map (a context shift renumbers the blocks).
+  void assign(std::vector<int32_t> ids) { ids_ = std::move(ids); }
   void pop_back() { ids_.pop_back(); }
   void clear() { ids_.clear(); }
   // Makes room for n more entries so a following push_back run cannot throw midway.

@@ -171,6 +171,10 @@ Status KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens) {
     const uint64_t parent_serial = i > 0 ? st.chain_serials[size_t(i - 1)] : 0;
     const BlockHash key = block_key(parent, st.ns, blk);
     const int32_t b = st.table[int32_t(i)];
+    if (b == kNoBlock) {
+      st.chain_broken = true;  // released before it was committed: its content is gone
+      break;
+    }
     KVS_ASSERT(pool_.block(b).hash.empty(), "a block past the committed chain carries a hash");
     const int32_t twin = index_.find(key);
     uint64_t serial = 0;
@@ -203,7 +207,7 @@ Status KvCacheManager::check_tokens(SeqId seq, std::span<const int32_t> tokens) 
   const int64_t bs = block_size();
   const std::vector<int32_t>& ids = it->second.table.ids();
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (pool_.block(ids[i]).hash.empty()) continue;
+    if (ids[i] == kNoBlock || pool_.block(ids[i]).hash.empty()) continue;
     const std::string where = seq_name(seq) + " logical block " + std::to_string(i);
     if (int64_t(tokens.size()) < int64_t(i + 1) * bs)
       return internal_error("kv cache: " + where + " is indexed but the sequence has no such full block");
@@ -346,16 +350,18 @@ Status KvCacheManager::append_slots(SeqId seq, int64_t num_new_tokens) {
   return Status::ok_status();
 }
 
+int32_t KvCacheManager::take_block() {
+  // Never-hashed blocks first; only when none is left does the LRU cached block go.
+  if (pool_.num_blocks_plain_free() == 0) evict_lru();
+  return pool_.allocate();
+}
+
 void KvCacheManager::grow(SeqId seq, SeqState& st, int64_t new_total) {
   const int bs = block_size();
   const int64_t first_touched = st.num_tokens / bs;  // the partly filled last block, or the first new one
   const int64_t new_num_blocks = num_blocks_for(new_total, bs);
   const int32_t first_new = st.table.num_blocks();
-  while (st.table.num_blocks() < new_num_blocks) {
-    // Never-hashed blocks first; only when none is left does the LRU cached block go.
-    if (pool_.num_blocks_plain_free() == 0) evict_lru();
-    st.table.push_back(pool_.allocate());
-  }
+  while (st.table.num_blocks() < new_num_blocks) st.table.push_back(take_block());
   for (int64_t i = first_touched; i < new_num_blocks; ++i)
     pool_.set_num_tokens(st.table[int32_t(i)], int32_t(std::min<int64_t>(bs, new_total - i * bs)));
   total_tokens_ += new_total - st.num_tokens;
@@ -372,8 +378,13 @@ Status KvCacheManager::free(SeqId seq) {
   // the cached segment, so a sequence's later blocks are evicted before its prefix blocks,
   // which are the ones another request is likely to share.
   const std::vector<int32_t>& ids = it->second.table.ids();
-  for (auto b = ids.rbegin(); b != ids.rend(); ++b) pool_.release(*b);
-  if (listener_) emit(CacheEventKind::kFreed, seq, std::vector<int32_t>(ids.rbegin(), ids.rend()));
+  std::vector<int32_t> freed;
+  for (auto b = ids.rbegin(); b != ids.rend(); ++b) {
+    if (*b == kNoBlock) break;  // holes lead the table: everything before is released already
+    pool_.release(*b);
+    if (listener_) freed.push_back(*b);
+  }
+  if (listener_) emit(CacheEventKind::kFreed, seq, std::move(freed));
   total_tokens_ -= it->second.num_tokens;
   seqs_.erase(it);
   return Status::ok_status();
@@ -395,7 +406,162 @@ KvSlot KvCacheManager::slot(SeqId seq, int64_t pos) const {
   auto it = seqs_.find(seq);
   KVS_ASSERT(it != seqs_.end(), "slot() of an unknown sequence");
   KVS_ASSERT(pos >= 0 && pos < it->second.num_tokens, "slot() position out of range");
-  return KvSlot{it->second.table[int32_t(pos / block_size())], int32_t(pos % block_size())};
+  const int32_t b = it->second.table[int32_t(pos / block_size())];
+  KVS_ASSERT(b != kNoBlock, "slot() of a position released out of the attention window");
+  return KvSlot{b, int32_t(pos % block_size())};
+}
+
+// ---- attention window and context shift ----
+
+Expected<int32_t> KvCacheManager::release_before(SeqId seq, int64_t pos) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return not_found(seq_name(seq) + " holds no KV blocks");
+  SeqState& st = it->second;
+  const int64_t upto = std::clamp<int64_t>(pos, 0, st.num_tokens) / block_size();  // blocks wholly before pos
+  std::vector<int32_t> released;
+  for (int64_t i = st.num_released; i < upto; ++i) {
+    const int32_t b = st.table[int32_t(i)];
+    st.table.set(int32_t(i), kNoBlock);
+    pool_.release(b);
+    released.push_back(b);
+  }
+  st.num_released = int32_t(std::max<int64_t>(st.num_released, upto));
+  const int32_t n = int32_t(released.size());
+  if (listener_) emit(CacheEventKind::kReleased, seq, std::move(released));
+  return n;
+}
+
+int32_t KvCacheManager::num_released_blocks(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  KVS_ASSERT(it != seqs_.end(), "num_released_blocks() of an unknown sequence");
+  return it->second.num_released;
+}
+
+int32_t KvCacheManager::num_held_blocks(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  KVS_ASSERT(it != seqs_.end(), "num_held_blocks() of an unknown sequence");
+  return it->second.table.num_blocks() - it->second.num_released;
+}
+
+bool KvCacheManager::needs_copy(int32_t block) const {
+  const Block& b = pool_.block(block);
+  return b.ref_count > 1 || b.pin_count > 0;
+}
+
+void KvCacheManager::unindex_private(int32_t block) {
+  if (pool_.block(block).hash.empty()) return;
+  (void)index_.erase(block);
+  pool_.drop_hash(block);
+}
+
+// Layout of a shift over the old table (bs = block size, kb = keep / bs, r = keep % bs,
+// db = discard / bs): blocks [0, kb) stay as they are; when r > 0 the block at kb keeps its first
+// r slots and receives slots [r, fill) of old block kb + db (the first moved tokens), and old
+// blocks (kb, kb + db] are released; when r == 0 old blocks [kb, kb + db) are released. The
+// blocks after that move down by db, unchanged except for the key re-rotation.
+Expected<int32_t> KvCacheManager::shift_blocks_needed(SeqId seq, int64_t keep, int64_t discard) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return not_found(seq_name(seq) + " holds no KV blocks");
+  const SeqState& st = it->second;
+  const int64_t bs = block_size();
+  if (keep < 0 || discard < bs || discard % bs != 0 || keep > st.num_tokens - discard)
+    return invalid_argument("cannot shift " + seq_name(seq) + " of " + std::to_string(st.num_tokens) +
+                            " tokens keeping " + std::to_string(keep) + " and discarding " +
+                            std::to_string(discard) + " (a positive multiple of the block size " +
+                            std::to_string(bs) + ")");
+  if (st.num_released > 0)
+    return invalid_argument("cannot shift " + seq_name(seq) + ": its attention window released blocks");
+  const int64_t kb = keep / bs, r = keep % bs, db = discard / bs;
+  const std::vector<int32_t>& old = st.table.ids();
+  int32_t need = 0;
+  if (r > 0 && needs_copy(old[size_t(kb)])) ++need;
+  for (size_t j = size_t(kb + db + (r > 0 ? 1 : 0)); j < old.size(); ++j) need += needs_copy(old[j]) ? 1 : 0;
+  return need;
+}
+
+Expected<KvShiftPlan> KvCacheManager::shift(SeqId seq, int64_t keep, int64_t discard) {
+  KVS_ASSIGN_OR_RETURN(const int32_t need, shift_blocks_needed(seq, keep, discard));
+  if (need > num_blocks_free())
+    return out_of_memory("shifting " + seq_name(seq) + " needs " + std::to_string(need) +
+                         " KV blocks for copies of shared blocks, " + std::to_string(num_blocks_free()) + " free");
+  SeqState& st = seqs_.at(seq);
+  const int64_t bs = block_size(), n_tok = st.num_tokens;
+  const int64_t kb = keep / bs, r = keep % bs, db = discard / bs;
+  const std::vector<int32_t> old = st.table.ids();
+  KvShiftPlan plan;
+  plan.keep = keep;
+  plan.discard = discard;
+  std::vector<int32_t> next(old.begin(), old.begin() + kb);  // the new table
+  next.reserve(old.size() - size_t(db));
+  // Every fresh block is taken before any block is released, so no copy's source can be handed
+  // out again as a destination.
+  std::vector<int32_t> released, fresh;
+  std::vector<int32_t> rewritten;  // this sequence's own blocks whose content changes in place
+  auto take = [&] {
+    fresh.push_back(take_block());
+    return fresh.back();
+  };
+  size_t first_moved = size_t(kb + db);
+  if (r > 0) {
+    const int32_t head = old[size_t(kb)], src = old[size_t(kb + db)];
+    const int32_t fill = int32_t(std::min<int64_t>(bs, n_tok - (kb + db) * bs));  // >= r
+    int32_t m = head;
+    // A cached head (the start of every prompt sharing these tokens) is worth a spare block:
+    // copy it rather than drop it from the index, when a block is free beyond the required ones.
+    const bool keep_cached = !pool_.block(head).hash.empty() && num_blocks_free() > need;
+    if (needs_copy(head) || keep_cached) {
+      m = take();
+      plan.copies.push_back({head, m, 0, 0, int32_t(r)});
+      released.push_back(head);
+    } else {
+      rewritten.push_back(head);
+    }
+    if (fill > r) plan.copies.push_back({src, m, int32_t(r), int32_t(r), fill - int32_t(r)});
+    pool_.set_num_tokens(m, fill);
+    next.push_back(m);
+    for (int64_t j = kb + 1; j <= kb + db; ++j) released.push_back(old[size_t(j)]);
+    first_moved = size_t(kb + db + 1);
+  } else {
+    for (int64_t j = kb; j < kb + db; ++j) released.push_back(old[size_t(j)]);
+  }
+  for (size_t j = first_moved; j < old.size(); ++j) {
+    const int32_t b = old[j];
+    if (!needs_copy(b)) {
+      rewritten.push_back(b);
+      next.push_back(b);
+      continue;
+    }
+    const int32_t c = take();
+    const int32_t fill = pool_.block(b).num_tokens;
+    plan.copies.push_back({b, c, 0, 0, fill});
+    pool_.set_num_tokens(c, fill);
+    released.push_back(b);
+    next.push_back(c);
+  }
+  KVS_ASSERT(int32_t(fresh.size()) >= need && int32_t(fresh.size()) <= need + 1,
+             "shift took another number of blocks than it predicted");
+  // Its own committed blocks are about to hold other K/V: they leave the index (their cached
+  // content is gone; nobody else holds them, or they would have been copied).
+  for (int32_t b : rewritten) unindex_private(b);
+  for (int32_t b : released) pool_.release(b);
+  st.table.assign(std::move(next));
+  st.num_tokens = n_tok - discard;
+  total_tokens_ -= discard;
+  // Blocks [0, kb) are untouched and still hold the sequence's first tokens; nothing after them
+  // may ever be committed.
+  if (int64_t(st.chain_keys.size()) > kb) {
+    st.chain_keys.resize(size_t(kb));
+    st.chain_serials.resize(size_t(kb));
+  }
+  st.chain_broken = true;
+  if (listener_) {
+    emit(CacheEventKind::kAllocated, seq, fresh);
+    emit(CacheEventKind::kShifted, seq, released);
+  }
+  plan.rotate_begin = keep;
+  plan.rotate_end = st.num_tokens;
+  plan.delta = -discard;
+  return plan;
 }
 
 KvCacheStats KvCacheManager::stats() const {
@@ -429,9 +595,16 @@ Status KvCacheManager::verify() const {
                   " blocks for " + std::to_string(st.num_tokens) + " tokens");
     if (!prefix_cache_enabled() && !st.chain_keys.empty())
       return fail(seq_name(seq) + " has a committed chain with prefix caching off");
+    if (st.num_released < 0 || st.num_released > st.table.num_blocks())
+      return fail(seq_name(seq) + " counts " + std::to_string(st.num_released) + " released blocks of " +
+                  std::to_string(st.table.num_blocks()));
     for (int32_t i = 0; i < st.table.num_blocks(); ++i) {
       const int32_t b = st.table.ids()[size_t(i)];
       auto where = [&, i] { return seq_name(seq) + " logical block " + std::to_string(i); };
+      if (i < st.num_released) {
+        if (b != kNoBlock) return fail(where() + " is released but still names block " + std::to_string(b));
+        continue;
+      }
       if (b < 0 || b >= n) return fail(where() + " names out-of-range block " + std::to_string(b));
       if (holder[size_t(b)] == seq_index) return fail(where() + " repeats block " + std::to_string(b));
       holder[size_t(b)] = seq_index;

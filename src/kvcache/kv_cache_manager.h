@@ -26,6 +26,7 @@
 #include "kvcache/block_pool.h"
 #include "kvcache/block_table.h"
 #include "kvcache/kv_cache_stats.h"
+#include "kvcache/kv_shift_plan.h"
 #include "kvcache/prefix_hash.h"
 #include "kvcache/prefix_index.h"
 #include "util/status.h"
@@ -148,6 +149,40 @@ class KvCacheManager {
   // for an unknown seq, with nothing changed.
   Status free(SeqId seq);
 
+  // ---- attention window and context shift ----
+
+  // Releases seq's blocks that hold only positions before `pos` (logical blocks i with
+  // (i + 1) * block_size <= min(pos, num_tokens)): each loses one reference and its table entry
+  // becomes a hole (kNoBlock) that nothing may read again. Holes are always a leading run of the
+  // table. Committed blocks stay cached for other sequences, as at free(). Returns how many were
+  // released now; not_found for an unknown seq.
+  Expected<int32_t> release_before(SeqId seq, int64_t pos);
+  // Precondition for both: has_seq(seq) (asserted). Leading holes / blocks actually held.
+  int32_t num_released_blocks(SeqId seq) const;
+  int32_t num_held_blocks(SeqId seq) const;
+
+  // StreamingLLM context shift: seq keeps its first `keep` tokens, drops the `discard` tokens
+  // after them, and the rest move down by `discard` positions (same slot offsets, since discard
+  // is a multiple of the block size). Blocks wholly discarded are released; the block holding
+  // the end of the kept tokens receives the slots that move into it; every block whose content
+  // changes (the moved ones, whose keys are re-rotated) is made private first: a block that is
+  // shared or pinned is copied to a fresh block (copy-on-write), and one only this sequence
+  // holds leaves the prefix index before it is rewritten in place, so no other sequence and no
+  // cached prefix ever sees shifted K/V. Blocks it releases keep their cached content. The sequence's committed chain is
+  // cut to its unchanged kept blocks and it never commits again (its K/V no longer match what
+  // its tokens would compute from scratch). Returns the copies and re-rotation the KV memory
+  // needs (kv_shift_plan.h), to be carried out before the next forward pass.
+  // invalid_argument unless 0 <= keep, discard >= block_size, discard % block_size == 0,
+  // keep + discard <= num_tokens and no block was released by release_before; out_of_memory
+  // when the copies need more blocks than are free; nothing changes on error.
+  // A block is copied only when another sequence or a pin holds it: a sequence sharing nothing
+  // shifts without taking a block.
+  Expected<KvShiftPlan> shift(SeqId seq, int64_t keep, int64_t discard);
+  // Fresh blocks shift(seq, keep, discard) needs, or the error it would return. (It takes one
+  // more when the block holding the end of the kept tokens is cached and a block is spare, to
+  // keep that prompt head in the prefix cache.)
+  Expected<int32_t> shift_blocks_needed(SeqId seq, int64_t keep, int64_t discard) const;
+
   bool has_seq(SeqId seq) const { return seqs_.count(seq) != 0; }
   // Precondition for the three below: has_seq(seq) (asserted).
   int64_t num_tokens(SeqId seq) const;
@@ -168,7 +203,8 @@ class KvCacheManager {
   //  - ids in every table are in range; no table holds a block twice;
   //  - each block's ref_count equals the number of table entries naming it, so a block is
   //    either free (ref 0, listed once) or held by exactly ref_count entries;
-  //  - each table has exactly ceil(num_tokens / block_size) blocks;
+  //  - each table has exactly ceil(num_tokens / block_size) entries, of which the first
+  //    num_released are holes (kNoBlock) and the others name blocks;
   //  - block i of a table holds min(block_size, num_tokens - i * block_size) tokens;
   //  - the running token total matches the sum over sequences;
   //  - prefix index: every hashed block is indexed exactly once under its hash and every index
@@ -190,8 +226,16 @@ class KvCacheManager {
     BlockHash ns;                        // prefix namespace (allocate with a match sets it)
     std::vector<BlockHash> chain_keys;   // [committed blocks] key of logical block i
     std::vector<uint64_t> chain_serials; // [committed blocks] serial of the entry holding it
-    bool chain_broken = false;           // a key collision stopped committing
+    bool chain_broken = false;           // a key collision (or a shift) stopped committing
+    int32_t num_released = 0;            // leading holes of `table` (release_before)
   };
+
+  // True when a block's content may not change in place: shared or pinned.
+  bool needs_copy(int32_t block) const;
+  // Drops a block held by one sequence from the prefix index (its content is about to change).
+  void unindex_private(int32_t block);
+  // A fresh block (evicting the LRU cached one when no plain block is left).
+  int32_t take_block();
 
   // Blocks a sequence at cur_tokens needs to grow by num_new_tokens; -1 when the sum overflows.
   int64_t blocks_to_grow(int64_t cur_tokens, int64_t num_new_tokens) const;

@@ -55,6 +55,8 @@ enum class CacheEventKind : uint8_t {
   kPinned,     // blocks whose pin_count went up
   kUnpinned,   // blocks whose pin_count went down
   kFlushed,    // unreferenced cached blocks dropped from the index by flush()
+  kReleased,   // blocks that fell out of a sequence's attention window (release_before)
+  kShifted,    // blocks a context shift released (the discarded tokens, replaced copies)
 };
 
 inline const char* cache_event_name(CacheEventKind k) {
@@ -67,6 +69,8 @@ inline const char* cache_event_name(CacheEventKind k) {
     case CacheEventKind::kPinned: return "pinned";
     case CacheEventKind::kUnpinned: return "unpinned";
     case CacheEventKind::kFlushed: return "flushed";
+    case CacheEventKind::kReleased: return "released";
+    case CacheEventKind::kShifted: return "shifted";
   }
   return "unknown";
 }

@@ -1,11 +1,12 @@
 // Randomized interleavings of the prefix cache's operations: admit with a cached prefix,
-// append, commit, finish, cancel, preempt (free + re-admit), pin, unpin, flush, and evictions
-// under pressure, on small pools, with the real hash and with forced-collision hashes. After
+// append, commit, finish, cancel, preempt (free + re-admit), pin, unpin, flush, attention-window
+// releases, context shifts (with their copy-on-write plans), and evictions under pressure, on small pools, with the real hash and with forced-collision hashes. After
 // EVERY operation: verify() passes (ref counts exact, no block leaked or twice free, index and
 // LRU consistent), every sequence's indexed blocks hold its own tokens, a failed mutation
 // changed nothing and its can_X() predicted it, and the five block states partition the pool.
 // A shadow K/V (a signature of namespace + token prefix written into each physical slot when it
-// is "computed") proves that every reused block holds what the sequence itself would compute.
+// is "computed") proves that every reused block holds what the sequence itself would compute,
+// and that no sequence's K/V ever changes under it (a shift rewrites only its own private copies).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,6 +40,7 @@ BlockHash sum_hash(const BlockHash&, const BlockHash&, std::span<const int32_t> 
 struct Seq {
   std::vector<int32_t> tokens;  // tokens[0, computed) have K/V
   BlockHash ns;
+  std::vector<uint64_t> kv;     // [computed] the signature each held position must show
 };
 
 // Everything a failed mutation must leave as it was.
@@ -101,10 +103,56 @@ class PrefixCachePropertyTest : public ::testing::TestWithParam<std::tuple<int, 
   }
 
   void compute(SeqId id, int64_t from, int64_t to) {
-    const Seq& s = seqs_.at(id);
+    Seq& s = seqs_.at(id);
+    if (int64_t(s.kv.size()) < to) s.kv.resize(size_t(to));
     for (int64_t p = from; p < to; ++p) {
       const KvSlot sl = m_->slot(id, p);
-      shadow_[{sl.block, sl.offset}] = kv_signature(s.ns, s.tokens, p);
+      s.kv[size_t(p)] = shadow_[{sl.block, sl.offset}] = kv_signature(s.ns, s.tokens, p);
+    }
+  }
+
+  // A sliding window's release, or a context shift carried out on the shadow K/V: copies first,
+  // then every moved position gets a new signature no fresh computation can produce.
+  void window_or_shift(SeqId id) {
+    Seq& s = seqs_.at(id);
+    const int64_t n = m_->num_tokens(id);
+    if (chance(50)) {
+      const int32_t released = m_->num_released_blocks(id);
+      const int64_t pos = uniform(0, n + 2);
+      Expected<int32_t> r = m_->release_before(id, pos);
+      ASSERT_TRUE(r.ok()) << where();
+      const int32_t expect = std::max<int32_t>(released, int32_t(std::min(pos, n) / block_size_));
+      ASSERT_EQ(m_->num_released_blocks(id), expect) << where();
+      ASSERT_EQ(*r, expect - released) << where();
+      ++ops_[9];
+      return;
+    }
+    const int64_t keep = uniform(0, n), discard = block_size_ * uniform(1, 3);
+    const Expected<int32_t> need = m_->shift_blocks_needed(id, keep, discard);
+    const int32_t free_before = m_->num_blocks_free();
+    const Snapshot before = snapshot(*m_, seqs_);
+    Expected<KvShiftPlan> plan = m_->shift(id, keep, discard);
+    ASSERT_EQ(plan.ok(), need.ok() && *need <= free_before) << where();
+    if (!plan.ok()) {
+      ASSERT_TRUE(snapshot(*m_, seqs_) == before) << "failed shift changed the cache, " << where();
+      return;
+    }
+    ++ops_[10];
+    ASSERT_EQ(m_->num_tokens(id), n - discard) << where();
+    ASSERT_EQ(plan->rotate_begin, keep);
+    ASSERT_EQ(plan->rotate_end, n - discard);
+    ASSERT_EQ(plan->delta, -discard);
+    for (const KvSlotCopy& c : plan->copies)
+      for (int32_t i = 0; i < c.num_slots; ++i) {
+        auto src = shadow_.find({c.src_block, c.src_slot + i});
+        ASSERT_TRUE(src != shadow_.end()) << "a shift copies a slot nobody computed, " << where();
+        shadow_[{c.dst_block, c.dst_slot + i}] = src->second;
+      }
+    s.tokens.erase(s.tokens.begin() + keep, s.tokens.begin() + keep + discard);
+    s.kv.erase(s.kv.begin() + keep, s.kv.begin() + keep + discard);
+    for (int64_t p = plan->rotate_begin; p < plan->rotate_end; ++p) {
+      const KvSlot sl = m_->slot(id, p);
+      s.kv[size_t(p)] = shadow_[{sl.block, sl.offset}] = next_rotated_++;
     }
   }
 
@@ -135,7 +183,8 @@ class PrefixCachePropertyTest : public ::testing::TestWithParam<std::tuple<int, 
       EXPECT_TRUE(snapshot(*m_, seqs_) == before) << "failed allocate changed the cache, " << where();
       return false;
     }
-    seqs_[id] = Seq{std::move(tokens), ns};
+    seqs_[id] = Seq{std::move(tokens), ns, {}};
+    for (int64_t p = 0; p < pm.num_tokens; ++p) seqs_[id].kv.push_back(kv_signature(ns, seqs_[id].tokens, p));
     compute(id, pm.num_tokens, n);
     if (chance(70)) commit(id);
     return true;
@@ -148,6 +197,13 @@ class PrefixCachePropertyTest : public ::testing::TestWithParam<std::tuple<int, 
       ASSERT_EQ(int64_t(s.tokens.size()) >= m_->num_tokens(id), true);
       Status c = m_->check_tokens(id, s.tokens);
       ASSERT_TRUE(c.ok()) << c.to_string() << ", " << where();
+      // Every position the sequence still holds shows exactly what it computed (or shifted).
+      for (int64_t p = int64_t(m_->num_released_blocks(id)) * block_size_; p < m_->num_tokens(id); ++p) {
+        const KvSlot sl = m_->slot(id, p);
+        auto it = shadow_.find({sl.block, sl.offset});
+        ASSERT_TRUE(it != shadow_.end() && it->second == s.kv[size_t(p)])
+            << "sequence " << id << " position " << p << " changed under it, " << where();
+      }
     }
     const PrefixCacheStats ps = m_->prefix_stats();
     ASSERT_EQ(ps.blocks_used + ps.blocks_cached + ps.blocks_free + ps.blocks_pinned, ps.blocks_total) << where();
@@ -165,12 +221,14 @@ class PrefixCachePropertyTest : public ::testing::TestWithParam<std::tuple<int, 
   std::vector<std::pair<BlockHash, std::vector<int32_t>>> pins_;  // successful pins, to undo
   SeqId next_id_ = 1;
   int64_t hit_tokens_ = 0;
+  uint64_t next_rotated_ = 1;  // signatures of shifted positions (kv_signature never yields these small values in practice)
+  int ops_[11] = {};
 };
 
 TEST_P(PrefixCachePropertyTest, RandomInterleavingsKeepEveryInvariant) {
-  int ops[9] = {};
+  int* ops = ops_;
   for (step_ = 0; step_ < kNumSteps; ++step_) {
-    const int64_t r = uniform(0, 99);
+    const int64_t r = uniform(0, 109);
     if (r < 30 || seqs_.empty()) {  // admit
       ++ops[0];
       admit(next_id_++, random_ns(), random_prompt());
@@ -239,12 +297,14 @@ TEST_P(PrefixCachePropertyTest, RandomInterleavingsKeepEveryInvariant) {
       const int32_t cached = m_->pool().num_blocks_cached();
       ASSERT_EQ(m_->flush(), cached);
       ASSERT_EQ(m_->pool().num_blocks_cached(), 0);
+    } else if (r >= 100) {  // attention-window release or context shift (counted inside)
+      window_or_shift(pick());
     } else {  // a burst of plain allocations: eviction pressure
       ++ops[8];
       const SeqId id = next_id_++;
       const int64_t n = uniform(0, int64_t(m_->num_blocks_free()) * block_size_);
       ASSERT_TRUE(m_->allocate(id, n).ok());
-      seqs_[id] = Seq{std::vector<int32_t>(size_t(n), 0), random_ns()};
+      seqs_[id] = Seq{std::vector<int32_t>(size_t(n), 0), random_ns(), {}};
       compute(id, 0, n);  // never committed: these are not prefix tokens
     }
     check();
@@ -264,7 +324,7 @@ TEST_P(PrefixCachePropertyTest, RandomInterleavingsKeepEveryInvariant) {
   EXPECT_EQ(m_->num_blocks_free(), num_blocks_);
   EXPECT_EQ(m_->index().size(), 0u);
   EXPECT_EQ(m_->prefix_stats().blocks_free, num_blocks_);
-  for (int i = 0; i < 9; ++i) EXPECT_GT(ops[i], 0) << "operation " << i << " never ran";
+  for (int i = 0; i < 11; ++i) EXPECT_GT(ops[i], 0) << "operation " << i << " never ran";
   if (std::get<0>(GetParam()) == 0) {
     EXPECT_GT(hit_tokens_, 0) << "shared prefixes must hit";
     EXPECT_GT(m_->prefix_stats().evictions_total, 0) << "small pools must evict";
