@@ -261,22 +261,34 @@ void attention_finish(int group, int head_dim, const float* partial, float* out)
 
 void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,
                             float scale, float* out) {
+  attention_group_range_scalar(kv, 0, n, kv_head, q, group, scale, out);
+}
+
+void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
+                                  int group, float scale, float* out) {
   std::vector<float> st(attention_partial_floats(group, kv.head_dim));
-  partial_scalar(kv, 0, n, kv_head, q, group, scale, st.data());
+  partial_scalar(kv, begin, end, kv_head, q, group, scale, st.data());
   attention_finish(group, kv.head_dim, st.data(), out);
 }
 
 void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group, float scale,
                      float* out) {
+  attention_group_range(kv, 0, n, kv_head, q, group, scale, out);
+}
+
+void attention_group_range(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
+                           int group, float scale, float* out) {
   // Two states (the merged prefix and the next chunk), reused by this thread across calls.
   thread_local std::vector<float> scratch;
   const size_t pf = attention_partial_floats(group, kv.head_dim);
   if (scratch.size() < 2 * pf) scratch.resize(2 * pf);
   float* acc = scratch.data();
   float* next = acc + pf;
-  attention_partial(kv, 0, std::min(n, kAttentionChunk), kv_head, q, group, scale, acc);
-  for (int64_t c0 = kAttentionChunk; c0 < n; c0 += kAttentionChunk) {
-    attention_partial(kv, c0, std::min(n, c0 + kAttentionChunk), kv_head, q, group, scale, next);
+  const int64_t chunks = attention_num_chunks(begin, end);
+  attention_partial(kv, begin, attention_chunk_end(begin, end, 0), kv_head, q, group, scale, acc);
+  for (int64_t c = 1; c < chunks; ++c) {
+    attention_partial(kv, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), kv_head, q, group,
+                      scale, next);
     attention_merge(group, kv.head_dim, acc, next);
   }
   attention_finish(group, kv.head_dim, acc, out);

@@ -41,6 +41,19 @@ struct PagedKvView {
 // Positions per chunk of attention_group (a multiple of the kernels' 16-position tile).
 constexpr int64_t kAttentionChunk = 128;
 inline int64_t attention_num_chunks(int64_t n) { return (n + kAttentionChunk - 1) / kAttentionChunk; }
+// Chunks of the positions [begin, end) (begin < end): cut at the multiples of kAttentionChunk,
+// so the first and last may be short. Chunk c covers [chunk_begin(c), chunk_end(c)).
+inline int64_t attention_num_chunks(int64_t begin, int64_t end) {
+  return attention_num_chunks(end) - begin / kAttentionChunk;
+}
+inline int64_t attention_chunk_begin(int64_t begin, int64_t c) {
+  const int64_t b = (begin / kAttentionChunk + c) * kAttentionChunk;
+  return b > begin ? b : begin;
+}
+inline int64_t attention_chunk_end(int64_t begin, int64_t end, int64_t c) {
+  const int64_t e = (begin / kAttentionChunk + c + 1) * kAttentionChunk;
+  return e < end ? e : end;
+}
 
 // The online-softmax state of `group` heads over some positions, in one float buffer of
 // attention_partial_floats(group, head_dim):
@@ -62,10 +75,16 @@ void attention_finish(int group, int head_dim, const float* partial, float* out)
 // Chunks of kAttentionChunk positions (attention_partial), merged left to right; no [n] buffer. n >= 1.
 void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group, float scale,
                      float* out);
+// The same over the positions [begin, end) only (0 <= begin < end): a sliding attention window.
+// Positions outside are never read, so their blocks may be released (table entries kNoBlock).
+void attention_group_range(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
+                           int group, float scale, float* out);
 
 // The plain scalar version: one online-softmax pass over [0, n) (reference for tests).
 void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,
                             float scale, float* out);
+void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
+                                  int group, float scale, float* out);
 
 // The vector path needs head_dim % 8 == 0 and head_dim <= kMaxVectorHeadDim; other head dims
 // take the scalar partial.

@@ -24,13 +24,16 @@ Status ForwardPass::validate(const ForwardBatch& batch) const {
   int64_t total = 0;
   for (const SeqChunk& c : batch.chunks) {
     if (c.num_tokens <= 0 || c.start_pos < 0) return invalid_argument("empty chunk or negative position");
+    if (c.window < 0) return invalid_argument("negative attention window");
     int64_t end = c.start_pos + c.num_tokens;
     int64_t need_blocks = (end + L.block_size - 1) / L.block_size;
     if (int64_t(c.block_table.size()) < need_blocks)
       return invalid_argument("block table holds " + std::to_string(c.block_table.size()) +
                               " blocks but positions up to " + std::to_string(end) + " need " +
                               std::to_string(need_blocks));
-    for (int64_t b = 0; b < need_blocks; ++b)
+    // Blocks before the first token's window are never read (they may be released holes).
+    const int64_t first_read = c.window > 0 ? std::max<int64_t>(0, c.start_pos + 1 - c.window) : 0;
+    for (int64_t b = first_read / L.block_size; b < need_blocks; ++b)
       if (c.block_table[size_t(b)] < 0 || c.block_table[size_t(b)] >= kv_.num_blocks())
         return invalid_argument("block id out of range in block table");
     total += c.num_tokens;
@@ -89,7 +92,13 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
     return size_t((i / hp.n_head_kv) * hp.q_dim() + (i % hp.n_head_kv) * group * hp.head_dim);
   };
   auto item_positions = [&](int64_t i) { return token_pos_[size_t(i / hp.n_head_kv)] + 1; };
-  auto item_table = [&](int64_t i) { return batch.chunks[size_t(token_chunk_[size_t(i / hp.n_head_kv)])].block_table; };
+  auto item_chunk = [&](int64_t i) -> const SeqChunk& { return batch.chunks[size_t(token_chunk_[size_t(i / hp.n_head_kv)])]; };
+  auto item_table = [&](int64_t i) { return item_chunk(i).block_table; };
+  // First position item i attends to (its window's start).
+  auto item_first = [&](int64_t i) {
+    const int64_t w = item_chunk(i).window;
+    return w > 0 ? std::max<int64_t>(0, item_positions(i) - w) : int64_t(0);
+  };
 
   // Items are few (decode of one or a few sequences, where a long context makes attention
   // dominate): split each item by position into its kAttentionChunk chunks so every thread
@@ -101,7 +110,7 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
     unit_first_.resize(size_t(items) + 1);
     for (int64_t i = 0; i < items; ++i) {
       unit_first_[size_t(i)] = units;
-      units += attention_num_chunks(item_positions(i));
+      units += attention_num_chunks(item_first(i), item_positions(i));
     }
     unit_first_[size_t(items)] = units;
   }
@@ -109,8 +118,8 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
     pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) {
         const size_t off = item_offset(i);
-        paged_attention_group(kv_, layer, item_table(i), item_positions(i), int(i % hp.n_head_kv), &q_[off],
-                              group, scale, &attn_[off]);
+        paged_attention_group(kv_, layer, item_table(i), item_first(i), item_positions(i), int(i % hp.n_head_kv),
+                              &q_[off], group, scale, &attn_[off]);
       }
     });
     return;
@@ -122,10 +131,10 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   pool_.parallel_for(units, [&](int64_t begin, int64_t end, int) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t i = std::upper_bound(unit_first_.begin(), unit_first_.end(), u) - unit_first_.begin() - 1;
-      const int64_t c0 = (u - unit_first_[size_t(i)]) * kAttentionChunk;
+      const int64_t c = u - unit_first_[size_t(i)], first = item_first(i);
       const PagedKvView view = paged_kv_view(kv_, layer, item_table(i));
-      attention_partial(view, c0, std::min(item_positions(i), c0 + kAttentionChunk), int(i % hp.n_head_kv),
-                        &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
+      attention_partial(view, attention_chunk_begin(first, c), attention_chunk_end(first, item_positions(i), c),
+                        int(i % hp.n_head_kv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
     }
   });
   pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {

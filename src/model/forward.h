@@ -2,7 +2,8 @@
 //
 // A batch holds chunks of one or more sequences (prefill chunks and single decode tokens alike).
 // Every chunk's new K/V rows are written into the KvStorage blocks named by its block table,
-// then each token attends to all earlier positions of its own sequence through that table.
+// then each token attends to all earlier positions of its own sequence through that table (or
+// to the last `window` of them: SeqChunk::window).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,10 @@ struct SeqChunk {
   int32_t num_tokens = 0;  // tokens of this chunk (>= 1)
   std::span<const int32_t> block_table;  // blocks covering positions [0, start_pos + num_tokens)
   bool all_logits = false;  // logits for every token of the chunk (perplexity), else only the last
+  // Sliding attention window: the token at position p attends to positions
+  // [max(0, p + 1 - window), p]; 0 means all earlier positions. Blocks wholly before the first
+  // token's window may be holes (kNoBlock) in block_table.
+  int64_t window = 0;
 };
 
 struct ForwardBatch {

@@ -75,6 +75,10 @@ Expected<ModelHparams> load_hparams(const GgufFile& f) {
   if (scaling != "none" && scaling != "linear" && scaling != "llama3")
     return unsupported(f.path() + ": " + p + "rope.scaling.type '" + scaling + "' (supported: none, linear)");
 
+  hp.sliding_window = f.get_int_or(p + "attention.sliding_window", 0);
+  if (hp.sliding_window < 0)
+    return corrupt(f.path() + ": " + p + "attention.sliding_window = " + std::to_string(hp.sliding_window) +
+                   " is negative");
   hp.rope_neox = hp.arch == "qwen2";
   hp.qkv_bias = hp.arch == "qwen2";
 

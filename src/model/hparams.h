@@ -28,6 +28,9 @@ struct ModelHparams {
   bool rope_neox = false;        // qwen2 rotates (i, i + d/2) pairs; llama rotates adjacent pairs
   float rms_eps = 1e-5f;
   bool qkv_bias = false;  // qwen2
+  // <arch>.attention.sliding_window: each token attends to this many latest positions (itself
+  // included) in every layer; 0 when the model has no window (attends to all).
+  int64_t sliding_window = 0;
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

@@ -60,6 +60,15 @@ void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32
   attention_group(paged_kv_view(kv, layer, block_table), num_positions, kv_head, q, group, scale, out);
 }
 
+void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32_t> block_table, int64_t first,
+                           int64_t num_positions, int kv_head, const float* q, int group, float scale, float* out) {
+  if (first >= num_positions) {
+    for (int64_t i = 0; i < int64_t(group) * kv.layout().head_dim; ++i) out[i] = 0.0f;
+    return;
+  }
+  attention_group_range(paged_kv_view(kv, layer, block_table), first, num_positions, kv_head, q, group, scale, out);
+}
+
 void paged_attention_head(const KvStorage& kv, int layer, std::span<const int32_t> block_table,
                           int64_t num_positions, int kv_head, const float* q, float scale, float* out) {
   paged_attention_group(kv, layer, block_table, num_positions, kv_head, q, 1, scale, out);

@@ -29,6 +29,10 @@ PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_
 void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32_t> block_table,
                            int64_t num_positions, int kv_head, const float* q, int group, float scale,
                            float* out);
+// The same over positions [first, num_positions) only (a sliding window; 0 <= first <
+// num_positions). Blocks wholly before `first` are never read and may be holes.
+void paged_attention_group(const KvStorage& kv, int layer, std::span<const int32_t> block_table, int64_t first,
+                           int64_t num_positions, int kv_head, const float* q, int group, float scale, float* out);
 
 void paged_attention_head(const KvStorage& kv, int layer, std::span<const int32_t> block_table,
                           int64_t num_positions, int kv_head, const float* q, float scale, float* out);

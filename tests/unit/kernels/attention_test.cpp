@@ -85,13 +85,16 @@ struct Arena {
 };
 
 // out[g][i] with all scores kept, max subtracted, in double, over the stored values.
-std::vector<double> naive(const Arena& a, int64_t n, int kv_head, const float* q, int group, double scale) {
+// Positions [begin, n) only when begin > 0 (a sliding window).
+std::vector<double> naive(const Arena& a, int64_t n, int kv_head, const float* q, int group, double scale,
+                          int64_t begin = 0) {
   const int hd = a.head_dim;
   std::vector<double> out(size_t(group) * size_t(hd), 0.0);
-  std::vector<double> scores(static_cast<size_t>(n));
+  std::vector<double> scores(static_cast<size_t>(n), -INFINITY);
   for (int g = 0; g < group; ++g) {
     double mx = -INFINITY;
-    for (int64_t p = 0; p < n; ++p) {
+    std::fill(scores.begin(), scores.end(), -INFINITY);  // positions before begin weigh exp(-inf) = 0
+    for (int64_t p = begin; p < n; ++p) {
       const auto k = a.at(0, p, kv_head);
       double s = 0;
       for (int i = 0; i < hd; ++i) s += double(q[g * hd + i]) * k[size_t(i)];
@@ -100,7 +103,7 @@ std::vector<double> naive(const Arena& a, int64_t n, int kv_head, const float* q
     }
     double sum = 0;
     for (auto& s : scores) sum += (s = std::exp(s - mx));
-    for (int64_t p = 0; p < n; ++p) {
+    for (int64_t p = begin; p < n; ++p) {
       const auto v = a.at(1, p, kv_head);
       for (int i = 0; i < hd; ++i) out[size_t(g * hd + i)] += scores[size_t(p)] / sum * v[size_t(i)];
     }
@@ -159,6 +162,38 @@ TEST(PagedAttention, GroupEqualsSingleHeads) {
       attention_group(a.view(), 200, 1, q.data() + h * 64, 1, 0.125f, single.data() + h * 64);
     for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(grouped[i], single[i]) << name(t) << " " << i;
   }
+}
+
+// A sliding window [begin, end): the same as the naive softmax over those positions only, and
+// nothing outside is read: rows before `begin` in the first block hold NaN and the table entries
+// of blocks wholly before it are holes (kNoBlock), as after KvCacheManager::release_before.
+TEST(PagedAttention, WindowRangeReadsOnlyItsPositions) {
+  const int hd = 64, group = 3, bs = 16;
+  for (KvElem t : {KvElem::F32, KvElem::F16, KvElem::Q8_0})
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 7}, {5, 21}, {37, 300}, {130, 131}, {100, 400}}) {
+      Arena a(bs, 2, hd, t, t, end, uint32_t(begin * 7 + end));
+      const auto q = random_q(group, hd, 9, 2.0f);
+      const auto want = naive(a, end, 1, q.data(), group, 0.125, begin);
+      std::vector<float> nan_row(size_t(hd), NAN);
+      for (int64_t p = (begin / bs) * bs; p < begin; ++p)
+        for (int part = 0; part < 2; ++part)
+          for (int h = 0; h < 2; ++h)
+            kv_quantize_row(part == 0 ? t : t, nan_row.data(), hd,
+                            a.row_at(a.table[size_t(p / bs)], part, int(p % bs) * 2 + h));
+      for (int64_t b = 0; b < begin / bs; ++b) a.table[size_t(b)] = -1;
+      std::vector<float> got(q.size()), got_scalar(q.size());
+      attention_group_range(a.view(), begin, end, 1, q.data(), group, 0.125f, got.data());
+      attention_group_range_scalar(a.view(), begin, end, 1, q.data(), group, 0.125f, got_scalar.data());
+      for (size_t i = 0; i < q.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name(t) << " [" << begin << "," << end << ") " << i;
+        ASSERT_NEAR(got_scalar[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name(t) << " scalar " << i;
+      }
+      // The chunk arithmetic the forward pass uses to split a window across threads.
+      const int64_t chunks = attention_num_chunks(begin, end);
+      ASSERT_EQ(attention_chunk_begin(begin, 0), begin);
+      ASSERT_EQ(attention_chunk_end(begin, end, chunks - 1), end);
+      for (int64_t c = 1; c < chunks; ++c) ASSERT_EQ(attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c - 1));
+    }
 }
 
 // Splitting by position: the chunk states computed separately (as threads do) and merged left
