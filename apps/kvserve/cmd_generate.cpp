@@ -15,7 +15,6 @@ Runner add_generate(CLI::App& app) {
     SamplingParams sp;
     bool echo = false;
     bool no_bos = false;
-    std::string overflow = "error";
   };
   auto o = std::make_shared<Opts>();
   add_engine_flags(cmd, &o->engine, true);
@@ -35,10 +34,7 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "do not stop at end-of-generation tokens");
   cmd->add_flag("--echo", o->echo, "print the detokenized prompt first");
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS even if the model asks for it");
-  cmd->add_option("--context-overflow", o->overflow,
-                  "prompt + -n beyond the context: error (stop at the context end; a prompt longer than the "
-                  "context fails) or truncate (drop the oldest prompt tokens after BOS)")
-      ->capture_default_str();
+  add_context_flags(cmd, &o->engine);
 
   return [o]() -> int {
     if (o->sp.max_tokens < 0) {
@@ -57,13 +53,10 @@ Runner add_generate(CLI::App& app) {
       std::fprintf(stderr, "error: the prompt encodes to no tokens\n");
       return 2;
     }
-    auto policy = parse_context_overflow(o->overflow);
-    if (!policy.ok()) {
-      std::fprintf(stderr, "error: %s\n", policy.status().message().c_str());
-      return 2;
-    }
-    if (*policy == ContextOverflow::kTruncate) {
-      auto dropped = fit_prompt(*policy, prompt, o->sp.max_tokens, gen->context_length(), tok.bos_id());
+    auto policy = parse_context_overflow(o->engine.overflow);  // make_generator() checked it
+    if (*policy != ContextOverflow::kError) {
+      auto dropped =
+          fit_prompt(*policy, prompt, o->sp.max_tokens, gen->context_length(), tok.bos_id(), o->engine.n_keep);
       if (!dropped.ok()) {
         std::fprintf(stderr, "error: %s\n", dropped.status().message().c_str());
         return 2;
@@ -94,10 +87,10 @@ Runner add_generate(CLI::App& app) {
     double dec = r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0;
     std::fprintf(stderr,
                  "\nprompt tokens: %lld | prefill: %.1f tok/s | generated tokens: %zu | decode: %.1f tok/s | "
-                 "KV bytes in use: %zu (%s, %s cache) | finish: %s\n",
+                 "KV bytes in use: %zu (%s, %s cache) | KV bytes peak: %zu | context shifts: %lld | finish: %s\n",
                  (long long)r.prompt_tokens, pre, r.tokens.size(), dec, r.kv_bytes_used,
-                 format_bytes(r.kv_bytes_used).c_str(), kv_label.c_str(),
-                 r.finish_reason.c_str());
+                 format_bytes(r.kv_bytes_used).c_str(), kv_label.c_str(), r.kv_bytes_peak,
+                 (long long)r.context_shifts, r.finish_reason.c_str());
     return 0;
   };
 }

@@ -16,6 +16,7 @@ Runner add_logits(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   add_engine_flags(cmd, &o->engine, false);
+  add_context_flags(cmd, &o->engine);
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "text to tokenize");
   auto* t = cmd->add_option("--tokens", o->tokens, "comma-separated token ids (instead of -p)");
   p->excludes(t);

@@ -74,6 +74,7 @@ Runner add_perplexity(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   add_engine_flags(cmd, &o->engine, false);
+  add_context_flags(cmd, &o->engine);
   cmd->add_option("-f,--file", o->file, "text file")->required();
   cmd->add_option("-c,--chunk", o->chunk, "tokens per chunk")->capture_default_str();
   cmd->add_option("--kl-base", o->kl_base,

@@ -1,6 +1,7 @@
 // kvserve plan: KV memory per token, per full-length sequence and per batch; blocks and
 // concurrent sequences in a budget; what is left for weights and activations. From a model
 // file (-m) or from a shape given by flags (--layers/--kv-heads/--head-dim/--seq-len).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,10 @@ int check_serve_plan(const server::ServerConfig& cfg) {
   if (!budget.ok()) return 0;
   in.kv_budget_bytes = *budget;
   in.seq_len = cfg.ctx > 0 ? cfg.ctx : shape->context_length;
+  // A sliding window bounds what one sequence holds: the window plus one prefill chunk and a
+  // partly filled block at each end, whatever the context.
+  if (cfg.attention_window > 0)
+    in.seq_len = std::min<int64_t>(in.seq_len, cfg.attention_window + cfg.max_batched_tokens + 2 * cfg.block_size);
   auto p = plan_kv(in);
   if (!p.ok() || p->fits) return 0;
   int64_t max_ctx = p->num_blocks * in.layout.block_size;

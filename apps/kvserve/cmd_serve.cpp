@@ -44,7 +44,11 @@ Runner add_serve(CLI::App& app) {
       {"--request-timeout", "request_timeout", "seconds per request, 0 = none (default 600)"},
       {"--max-body-bytes", "max_body_bytes", "request body limit (default 1MiB)"},
       {"--max-tokens-limit", "max_tokens_limit", "largest max_tokens accepted (default 4096)"},
-      {"--context-overflow", "context_overflow", "prompt + max_tokens beyond the context: error (400) or truncate"},
+      {"--context-overflow", "context_overflow",
+       "prompt + max_tokens beyond the context: error (400), truncate (drop the oldest prompt tokens) or shift "
+       "(keep --n-keep sink tokens, drop half of the rest, generate on)"},
+      {"--n-keep", "n_keep", "tokens a context shift keeps at the start (default 4)"},
+      {"--attention-window", "attention_window", "sliding attention window in tokens (default 0: the model's own, else none)"},
       {"--prefix-cache", "prefix_cache", "share KV blocks of common prompt prefixes: on or off (default on)"},
       {"--cache-pin-fraction", "cache_pin_fraction", "share of KV blocks /cache/pin may hold (default 0.2)"},
       {"--log-format", "log_format", "text or json (default text)"},

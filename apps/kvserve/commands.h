@@ -35,8 +35,14 @@ struct EngineFlags {
   int block_size = 16;
   int threads = 0;
   bool no_cache = false;
+  // add_context_flags():
+  std::string overflow = "error";  // --context-overflow
+  int64_t n_keep = 4;              // --n-keep
+  int64_t attention_window = 0;    // --attention-window
 };
 void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch);
+// --context-overflow, --n-keep and --attention-window (generate, perplexity, logits).
+void add_context_flags(CLI::App* cmd, EngineFlags* f);
 // Builds the generator; prints the error and returns nullptr on failure.
 std::unique_ptr<Generator> make_generator(const EngineFlags& f);
 

@@ -40,6 +40,18 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
     cmd->add_flag("--no-cache", f->no_cache, "recompute the whole sequence at every step (use_cache=False)");
 }
 
+void add_context_flags(CLI::App* cmd, EngineFlags* f) {
+  cmd->add_option("--context-overflow", f->overflow,
+                  "at the context end: error (stop; a longer prompt fails), truncate (drop the oldest prompt "
+                  "tokens after BOS) or shift (keep --n-keep sink tokens, drop half of the rest, go on)")
+      ->capture_default_str();
+  cmd->add_option("--n-keep", f->n_keep, "tokens a context shift keeps at the start (attention sinks)")
+      ->capture_default_str();
+  cmd->add_option("--attention-window", f->attention_window,
+                  "sliding attention window in tokens (0: the model's own, else none)")
+      ->capture_default_str();
+}
+
 std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
   GeneratorOptions o;
   o.model_path = f.model;
@@ -72,6 +84,18 @@ std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
   o.block_size = f.block_size;
   o.threads = f.threads;
   o.use_cache = !f.no_cache;
+  auto overflow = parse_context_overflow(f.overflow);
+  if (!overflow.ok()) {
+    std::fprintf(stderr, "error: --context-overflow: %s\n", overflow.status().message().c_str());
+    return nullptr;
+  }
+  if (f.n_keep < 0 || f.attention_window < 0) {
+    std::fprintf(stderr, "error: --n-keep and --attention-window must not be negative\n");
+    return nullptr;
+  }
+  o.context_overflow = *overflow;
+  o.n_keep = f.n_keep;
+  o.attention_window = f.attention_window;
   auto g = Generator::create(o);
   if (!g.ok()) {
     std::fprintf(stderr, "error: %s\n", g.status().message().c_str());

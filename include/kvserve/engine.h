@@ -37,7 +37,13 @@ struct EngineConfig {
   int max_batched_tokens = 512; // tokens in one forward pass (decode + prefill chunks)
   int max_queue = 64;           // requests waiting to start; submit() fails beyond this
   int threads = 0;              // 0: one per core
-  std::string context_overflow = "error";  // prompt + max_tokens > ctx: "error" or "truncate"
+  // prompt + max_tokens > ctx: "error" (refuse), "truncate" (drop the oldest prompt tokens) or
+  // "shift" (StreamingLLM: at a full context keep n_keep sink tokens, drop half of the rest)
+  std::string context_overflow = "error";
+  int n_keep = 4;               // sink tokens a shift keeps at the start
+  // Sliding attention window in tokens (0: the model's own GGUF sliding_window, else none).
+  // Cannot be combined with context_overflow shift.
+  int64_t attention_window = 0;
   bool prefix_cache = true;     // share full KV blocks between requests with the same prefix
   double cache_pin_fraction = 0.2;  // share of the KV blocks POST /cache/pin may hold, in [0, 1]
 };
@@ -67,6 +73,7 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;      // prompt tokens of requests that finished
   int64_t generation_tokens_total = 0;  // tokens generated, all requests
   int64_t preemptions_total = 0;
+  int64_t context_shifts_total = 0;     // context shifts (context_overflow shift)
   int64_t requests_total = 0;           // accepted by submit()
   int64_t requests_finished = 0;
   int64_t steps_total = 0;              // engine steps that ran a forward pass

@@ -53,6 +53,7 @@ struct RequestResult {
   int64_t cached_tokens = 0;    // prompt tokens served from the prefix cache
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;      // times this request was preempted and recomputed
+  int64_t context_shifts = 0;   // times its context was shifted (context_overflow shift)
   double queue_seconds = 0;     // submit() until its first token was scheduled
   double ttft_seconds = 0;      // submit() until the first generated token
   double total_seconds = 0;     // submit() until finished

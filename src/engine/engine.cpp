@@ -26,6 +26,9 @@ Status validate_config(const EngineConfig& c) {
   if (c.max_queue < 1) return invalid_argument("max_queue must be >= 1, got " + std::to_string(c.max_queue));
   if (c.ctx < 0) return invalid_argument("ctx must be >= 0, got " + std::to_string(c.ctx));
   KVS_RETURN_IF_ERROR(parse_context_overflow(c.context_overflow).status());
+  if (c.n_keep < 0) return invalid_argument("n_keep must be >= 0, got " + std::to_string(c.n_keep));
+  if (c.attention_window < 0)
+    return invalid_argument("attention_window must be >= 0, got " + std::to_string(c.attention_window));
   if (!(c.cache_pin_fraction >= 0 && c.cache_pin_fraction <= 1))
     return invalid_argument("cache_pin_fraction must be in [0, 1], got " + std::to_string(c.cache_pin_fraction));
   return Status::ok_status();
@@ -50,22 +53,27 @@ std::string describe(const CacheEvent& e) {
 // ---- creation ----
 
 Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t,
-                   KvStorage storage, int64_t context)
+                   KvStorage storage, int64_t context, int64_t attention_window, ContextOverflow overflow_policy,
+                   int64_t discard)
     : config(cfg),
       ctx(context),
+      window(attention_window),
+      overflow(overflow_policy),
+      shift_discard(discard),
       model(std::move(m)),
       tokenizer(std::move(t)),
       kv(std::move(storage)),
       queue(size_t(cfg.max_queue)),
       cache(kv.num_blocks(), kv.layout().block_size, PrefixCacheOptions{cfg.prefix_cache, cfg.cache_pin_fraction}),
-      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache}, cache),
-      runner(*model, kv, cfg.threads) {
+      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache, attention_window}, cache),
+      runner(*model, kv, cfg.threads, attention_window) {
   model_name = model->hparams().name;
   if (model_name.empty()) model_name = std::filesystem::path(cfg.model_path).stem().string();
   chat_template = model->gguf().get_string_or("tokenizer.chat_template", "");
   if (cfg.prefix_cache) {
     fingerprint = model_fingerprint(*model);
-    kv_signature = kv.layout().type_signature();
+    // K/V past the first layer depend on what each token attended to: a window is part of it.
+    kv_signature = kv.layout().type_signature() + (window > 0 ? "/window" + std::to_string(window) : "");
   }
   // Block-level events are many (every allocation); they are built only when someone reads them.
   if (log_level() <= LogLevel::kDebug) cache.set_event_listener([](const CacheEvent& e) { KVS_DEBUG(describe(e)); });
@@ -105,8 +113,20 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     // preempted (recomputed later) when it runs out.
     KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
   }
+  KVS_ASSIGN_OR_RETURN(const ContextOverflow overflow, parse_context_overflow(config.context_overflow));
+  const int64_t window = config.attention_window > 0 ? config.attention_window : hp.sliding_window;
+  int64_t discard = 0;
+  if (overflow == ContextOverflow::kShift) {
+    if (window > 0)
+      return invalid_argument("context_overflow shift cannot be combined with a sliding attention window (" +
+                              std::to_string(window) +
+                              (config.attention_window > 0 ? " tokens from attention_window)" : " tokens from the model)") +
+                              "; a window already bounds KV memory: use error or truncate with it");
+    KVS_ASSIGN_OR_RETURN(discard, shift_discard(ctx, config.n_keep, layout.block_size));
+  }
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
-  auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx);
+  auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx, window, overflow,
+                                     discard);
   Impl* p = impl.get();
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   p->loop_alive = true;
@@ -137,10 +157,10 @@ Expected<std::shared_ptr<RequestHandle>> Engine::submit_internal(GenerationReque
     return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
                             std::to_string(request.top_logprobs));
   if (request.timeout_seconds < 0) return invalid_argument("timeout_seconds must be >= 0");
-  // error: refuse; truncate: drop the oldest prompt tokens after the BOS (validated at create()).
-  const ContextOverflow policy =
-      m.config.context_overflow == "truncate" ? ContextOverflow::kTruncate : ContextOverflow::kError;
-  KVS_RETURN_IF_ERROR(fit_prompt(policy, request.prompt, p.max_tokens, m.ctx, m.tokenizer->bos_id()).status());
+  // error: refuse; truncate: drop the oldest prompt tokens after the BOS; shift: only the prompt
+  // must fit (generation shifts the context).
+  KVS_RETURN_IF_ERROR(
+      fit_prompt(m.overflow, request.prompt, p.max_tokens, m.ctx, m.tokenizer->bos_id(), m.config.n_keep).status());
   auto handle = std::make_shared<RequestHandle>(m.next_id.fetch_add(1));
   PendingRequest pr{handle, std::move(request), Clock::now(), std::move(pin)};
   KVS_RETURN_IF_ERROR(m.queue.push(std::move(pr), m.num_waiting.load()));
@@ -405,9 +425,32 @@ void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
   RequestHandleWriter::push(*a.handle, std::move(d));
   if (a.stops.stopped()) {
     finish(id, "stop");
-  } else if (a.result.generated_tokens >= p.max_tokens || s->num_tokens() >= ctx) {
+  } else if (a.result.generated_tokens >= p.max_tokens) {
+    finish(id, "length");
+  } else if (overflow == ContextOverflow::kShift) {
+    // Every position of the context holds K/V: make room before the new token runs.
+    if (s->num_computed >= ctx) shift_context(a, id);
+  } else if (s->num_tokens() >= ctx) {
     finish(id, "length");
   }
+}
+
+bool Engine::Impl::shift_context(ActiveRequest& a, SeqId id) {
+  const int64_t keep = std::min<int64_t>(config.n_keep, ctx - shift_discard);
+  Expected<KvShiftPlan> plan = scheduler.shift(id, keep, shift_discard);
+  if (!plan.ok()) {
+    // Only copies of shared blocks can need memory; with none free the request ends here.
+    KVS_WARN("request " + std::to_string(id) + ": context shift failed (" + plan.status().to_string() +
+             "); finishing at the context length");
+    finish(id, "length");
+    return false;
+  }
+  runner.apply_shift(*plan, cache.block_table(id));
+  ++a.result.context_shifts;
+  ++context_shifts_total;
+  KVS_DEBUG("request " + std::to_string(id) + ": context shift kept " + std::to_string(keep) + " tokens, dropped " +
+            std::to_string(shift_discard) + ", copied " + std::to_string(plan->copies.size()) + " slot ranges");
+  return true;
 }
 
 void Engine::Impl::finish(SeqId id, const std::string& reason, const std::string& error) {
@@ -482,6 +525,7 @@ void Engine::Impl::publish_stats() {
   s.prompt_tokens_total = prompt_tokens_total;
   s.generation_tokens_total = generation_tokens_total;
   s.preemptions_total = scheduler.num_preemptions();
+  s.context_shifts_total = context_shifts_total;
   s.requests_finished = requests_finished;
   s.steps_total = steps_total;
   s.loop_alive = loop_alive.load();

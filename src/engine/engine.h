@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/context_policy.h"
 #include "engine/model_fingerprint.h"
 #include "engine/model_runner.h"
 #include "engine/request_queue.h"
@@ -52,7 +53,7 @@ struct ActiveRequest {
 
 struct Engine::Impl {
   Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t, KvStorage storage,
-       int64_t context);
+       int64_t context, int64_t attention_window, ContextOverflow overflow_policy, int64_t discard);
 
   // The loop thread body: admit → expire → schedule → run → postprocess, until shutdown.
   void loop();
@@ -60,6 +61,9 @@ struct Engine::Impl {
   void expire(SteadyTime now);
   void step();
   void postprocess(ActiveRequest& a, SeqId id, const float* row);
+  // Shifts a sequence whose context is full (context_overflow shift); false when it could not
+  // (the request was then finished with "length").
+  bool shift_context(ActiveRequest& a, SeqId id);
   // Ends a request: flushes held-back text, frees its sequence, publishes the result.
   void finish(SeqId id, const std::string& reason, const std::string& error = "");
   void publish_stats();
@@ -70,6 +74,9 @@ struct Engine::Impl {
   std::string model_name;
   std::string chat_template;
   const int64_t ctx;
+  const int64_t window;             // sliding attention window (0: none)
+  const ContextOverflow overflow;   // what happens at a full context
+  const int64_t shift_discard;      // tokens one shift drops (overflow == kShift)
   BlockHash fingerprint;     // model_fingerprint(*model), computed once at load
   std::string kv_signature;  // KV element types and block size, part of every namespace
   std::unique_ptr<Model> model;
@@ -87,6 +94,7 @@ struct Engine::Impl {
   int64_t generation_tokens_total = 0;
   int64_t requests_finished = 0;
   int64_t steps_total = 0;
+  int64_t context_shifts_total = 0;
 
   // ---- shared ----
   std::atomic<uint64_t> next_id{1};

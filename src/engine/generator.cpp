@@ -1,8 +1,10 @@
 #include "engine/generator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/stop_matcher.h"
+#include "model/kv_shift.h"
 
 namespace kvserve {
 namespace {
@@ -45,12 +47,22 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   } else {
     KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
   }
+  if (opts.attention_window < 0) return invalid_argument("--attention-window must be >= 0");
+  const int64_t window = opts.attention_window > 0 ? opts.attention_window : hp.sliding_window;
+  int64_t discard = 0;
+  if (opts.context_overflow == ContextOverflow::kShift) {
+    if (window > 0)
+      return invalid_argument("--context-overflow shift cannot be combined with a sliding attention window (" +
+                              std::to_string(window) + " tokens)");
+    KVS_ASSIGN_OR_RETURN(discard, shift_discard(ctx, opts.n_keep, layout.block_size));
+  }
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
-  return std::unique_ptr<Generator>(new Generator(std::move(model), std::move(tok), std::move(kv), ctx, opts));
+  return std::unique_ptr<Generator>(
+      new Generator(std::move(model), std::move(tok), std::move(kv), ctx, window, discard, opts));
 }
 
 Generator::Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
-                     const GeneratorOptions& opts)
+                     int64_t window, int64_t discard, const GeneratorOptions& opts)
     : model_(std::move(model)),
       tokenizer_(std::move(tok)),
       kv_(std::move(kv)),
@@ -58,17 +70,30 @@ Generator::Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> to
       pool_(opts.threads),
       forward_(*model_, kv_, pool_),
       ctx_(ctx),
+      window_(window),
+      discard_(discard),
       opts_(opts) {}
+
+Status Generator::shift(std::vector<int32_t>& tokens) {
+  const int64_t keep = std::min<int64_t>(opts_.n_keep, ctx_ - discard_);
+  KVS_ASSIGN_OR_RETURN(const KvShiftPlan plan, cache_.shift(kSeq, keep, discard_));
+  apply_kv_shift(kv_, *model_, plan, cache_.block_table(kSeq), &pool_);
+  tokens.erase(tokens.begin() + keep, tokens.begin() + keep + discard_);
+  return Status::ok_status();
+}
 
 Status Generator::run_chunk(const std::vector<int32_t>& tokens, int64_t start, int64_t n, bool all_logits,
                             std::vector<float>* logits) {
   ForwardBatch batch;
   batch.tokens.assign(tokens.begin() + start, tokens.begin() + start + n);
+  // Blocks before this chunk's first window are no longer needed.
+  if (window_ > 0) KVS_RETURN_IF_ERROR(cache_.release_before(kSeq, start + 1 - window_).status());
   SeqChunk c;
   c.start_pos = start;
   c.num_tokens = int32_t(n);
   c.block_table = cache_.block_table(kSeq);
   c.all_logits = all_logits;
+  c.window = window_;
   batch.chunks.push_back(c);
   return forward_.run(batch, logits);
 }
@@ -76,7 +101,7 @@ Status Generator::run_chunk(const std::vector<int32_t>& tokens, int64_t start, i
 Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                                                const std::function<bool(const std::string&)>& on_text) {
   if (prompt.empty()) return invalid_argument("empty prompt");
-  if (int64_t(prompt.size()) > ctx_)
+  if (int64_t(prompt.size()) > ctx_)  // fit_prompt() makes it fit under every policy
     return invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
                             std::to_string(ctx_) + " tokens");
   if (params.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
@@ -95,6 +120,7 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
     return st;
   }
   res.prefill_seconds = seconds_since(t0);
+  int32_t peak_blocks = cache_.num_blocks_used();
 
   Sampler sampler(params);
   StreamDetokenizer detok(*tokenizer_);
@@ -121,7 +147,15 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
       break;
     }
     if (int64_t(res.tokens.size()) >= params.max_tokens) break;
-    if (int64_t(seq.size()) >= ctx_) break;  // context full: finish_reason stays "length"
+    if (opts_.context_overflow == ContextOverflow::kShift) {
+      // Every position holds K/V (seq has one token more): make room for the new one.
+      if (int64_t(seq.size()) > ctx_) {
+        KVS_RETURN_IF_ERROR(shift(seq));
+        ++res.context_shifts;
+      }
+    } else if (int64_t(seq.size()) >= ctx_) {
+      break;  // context full: finish_reason stays "length"
+    }
     if (opts_.use_cache) {
       // Only the new token runs; earlier positions come from the KV cache.
       KVS_RETURN_IF_ERROR(cache_.append_slots(kSeq, 1));
@@ -132,34 +166,43 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
       KVS_RETURN_IF_ERROR(cache_.allocate(kSeq, int64_t(seq.size())));
       KVS_RETURN_IF_ERROR(run_chunk(seq, 0, int64_t(seq.size()), false, &logits));
     }
+    peak_blocks = std::max(peak_blocks, cache_.num_blocks_used());
   }
   if (!stops.stopped()) emit(stops.push(detok.flush()) + stops.flush());
   res.decode_seconds = seconds_since(t1);
   res.kv_bytes_used = size_t(cache_.num_blocks_used()) * kv_.layout().block_bytes();
+  res.kv_bytes_peak = size_t(peak_blocks) * kv_.layout().block_bytes();
   KVS_RETURN_IF_ERROR(cache_.free(kSeq));
   return res;
 }
 
 Expected<std::vector<float>> Generator::eval_all(const std::vector<int32_t>& tokens, bool incremental) {
   if (tokens.empty()) return invalid_argument("no tokens to evaluate");
-  if (int64_t(tokens.size()) > ctx_)
-    return invalid_argument(std::to_string(tokens.size()) + " tokens exceed the context of " +
-                            std::to_string(ctx_) + " tokens");
+  const bool shifting = opts_.context_overflow == ContextOverflow::kShift;
+  if (int64_t(tokens.size()) > ctx_ && !shifting)
+    return invalid_argument(std::to_string(tokens.size()) + " tokens exceed the context of " + std::to_string(ctx_) +
+                            " tokens (--context-overflow shift evaluates longer texts)");
   if (cache_.has_seq(kSeq)) KVS_RETURN_IF_ERROR(cache_.free(kSeq));
-  std::vector<float> all;
-  Status st;
-  if (!incremental) {
-    st = cache_.allocate(kSeq, int64_t(tokens.size()));
-    if (st.ok()) st = run_chunk(tokens, 0, int64_t(tokens.size()), true, &all);
-  } else {
-    const size_t n_vocab = size_t(model_->hparams().n_vocab);
-    std::vector<float> row;
-    st = cache_.allocate(kSeq, 0);
-    for (size_t i = 0; st.ok() && i < tokens.size(); ++i) {
-      st = cache_.append_slots(kSeq, 1);
-      if (st.ok()) st = run_chunk(tokens, int64_t(i), 1, false, &row);
-      if (st.ok()) all.insert(all.end(), row.begin(), row.begin() + long(n_vocab));
+  const size_t n_vocab = size_t(model_->hparams().n_vocab);
+  std::vector<float> all, rows;
+  all.reserve(tokens.size() * n_vocab);
+  // `held`: the tokens whose K/V are in the cache, in position order (they differ from a
+  // prefix of `tokens` once the context shifted).
+  std::vector<int32_t> held;
+  Status st = cache_.allocate(kSeq, 0);
+  for (size_t i = 0; st.ok() && i < tokens.size();) {
+    if (cache_.num_tokens(kSeq) >= ctx_) {
+      st = shift(held);
+      if (!st.ok()) break;
     }
+    const int64_t room = ctx_ - cache_.num_tokens(kSeq);
+    const int64_t n = incremental ? 1 : std::min<int64_t>(room, int64_t(tokens.size() - i));
+    const int64_t start = cache_.num_tokens(kSeq);
+    held.insert(held.end(), tokens.begin() + std::ptrdiff_t(i), tokens.begin() + std::ptrdiff_t(i) + n);
+    st = cache_.append_slots(kSeq, n);
+    if (st.ok()) st = run_chunk(held, start, n, !incremental, &rows);
+    if (st.ok()) all.insert(all.end(), rows.begin(), rows.begin() + std::ptrdiff_t(size_t(n) * n_vocab));
+    i += size_t(n);
   }
   (void)cache_.free(kSeq);
   if (!st.ok()) return st;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/context_policy.h"
 #include "engine/sampler.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_storage.h"
@@ -30,6 +31,12 @@ struct GeneratorOptions {
   int64_t ctx = 0;        // context length in tokens; 0: the model's training context
   bool use_cache = true;  // false: recompute the whole sequence at every step (--no-cache)
   int threads = 0;        // 0: one per core
+  // At a full context: kError / kTruncate stop generating ("length"); kShift drops tokens after
+  // the first n_keep ones (StreamingLLM) and goes on. eval_all() with kShift evaluates token
+  // lists longer than the context the same way.
+  ContextOverflow context_overflow = ContextOverflow::kError;
+  int64_t n_keep = 4;
+  int64_t attention_window = 0;  // 0: the model's GGUF sliding_window, else none
 };
 
 struct GenerationResult {
@@ -40,6 +47,8 @@ struct GenerationResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   size_t kv_bytes_used = 0;     // KV bytes held at the end of generation
+  size_t kv_bytes_peak = 0;     // most KV bytes held at any point
+  int64_t context_shifts = 0;   // context shifts (kShift)
 };
 
 class Generator {
@@ -49,6 +58,7 @@ class Generator {
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int64_t context_length() const { return ctx_; }
+  int64_t attention_window() const { return window_; }
   const KvStorage& kv_storage() const { return kv_; }
 
   // Generates after `prompt` (token ids, BOS already in place). `on_text` receives text pieces as
@@ -57,12 +67,15 @@ class Generator {
                                       const std::function<bool(const std::string&)>& on_text = {});
 
   // Logits after each prefix of `tokens`: [tokens.size()][n_vocab], computed in one prefill
-  // (or token by token through the cache when `incremental` is true).
+  // (or token by token through the cache when `incremental` is true). More tokens than the
+  // context only with kShift: they run in pieces, the context shifting whenever it is full.
   Expected<std::vector<float>> eval_all(const std::vector<int32_t>& tokens, bool incremental = false);
 
  private:
   Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
-            const GeneratorOptions& opts);
+            int64_t window, int64_t discard, const GeneratorOptions& opts);
+  // Shifts the context of the one sequence (kShift) and drops the same tokens from `tokens`.
+  Status shift(std::vector<int32_t>& tokens);
   // Runs `n` tokens of seq 0 starting at `start` (which are already in the manager's table).
   Status run_chunk(const std::vector<int32_t>& tokens, int64_t start, int64_t n, bool all_logits,
                    std::vector<float>* logits);
@@ -74,6 +87,8 @@ class Generator {
   ThreadPool pool_;
   ForwardPass forward_;
   int64_t ctx_;
+  int64_t window_;   // sliding attention window (0: none)
+  int64_t discard_;  // tokens one shift drops (kShift)
   GeneratorOptions opts_;
 };
 

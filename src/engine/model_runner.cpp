@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/kv_shift.h"
+
 namespace kvserve {
 
-ModelRunner::ModelRunner(const Model& model, KvStorage& kv, int threads)
-    : n_vocab_(model.hparams().n_vocab), pool_(threads), forward_(model, kv, pool_) {}
+ModelRunner::ModelRunner(const Model& model, KvStorage& kv, int threads, int64_t window)
+    : model_(model), kv_(kv), window_(window), n_vocab_(model.hparams().n_vocab), pool_(threads),
+      forward_(model, kv, pool_) {}
+
+void ModelRunner::apply_shift(const KvShiftPlan& plan, std::span<const int32_t> table) {
+  apply_kv_shift(kv_, model_, plan, table, &pool_);
+}
 
 Status ModelRunner::run(const ScheduleOutput& out, const Scheduler& scheduler, const KvCacheManager& cache,
                         std::vector<float>* logits) {
@@ -25,6 +32,7 @@ Status ModelRunner::run(const ScheduleOutput& out, const Scheduler& scheduler, c
     // The table stays valid through run(): nothing mutates the cache manager meanwhile.
     sc.block_table = cache.block_table(c.seq);
     sc.all_logits = false;
+    sc.window = window_;
     batch_.chunks.push_back(sc);
   }
   if (batch_.chunks.empty()) {

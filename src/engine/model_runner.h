@@ -18,7 +18,8 @@ namespace kvserve {
 
 class ModelRunner {
  public:
-  ModelRunner(const Model& model, KvStorage& kv, int threads);
+  // window: the sliding attention window every chunk runs with (0: none).
+  ModelRunner(const Model& model, KvStorage& kv, int threads, int64_t window = 0);
 
   // Runs every chunk of `out` in one forward pass. On success `logits` holds one row of
   // n_vocab floats per chunk, in chunk order ([out.chunks.size()][n_vocab]); rows of chunks
@@ -29,7 +30,14 @@ class ModelRunner {
 
   int n_vocab() const { return n_vocab_; }
 
+  // Carries out a context shift's plan on the KV memory (model/kv_shift.h); `table` is the
+  // sequence's block table after the shift. Call before the next run().
+  void apply_shift(const KvShiftPlan& plan, std::span<const int32_t> table);
+
  private:
+  const Model& model_;
+  KvStorage& kv_;
+  int64_t window_;
   int n_vocab_;
   ThreadPool pool_;
   ForwardPass forward_;

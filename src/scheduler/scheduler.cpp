@@ -114,7 +114,10 @@ ScheduleOutput Scheduler::schedule() {
 
   // 0. The previous step ran (the caller removes the sequences of a failed step before asking
   //    again), so every computed token's K/V is written: commit the blocks that became full.
-  for (Sequence* s : running_) commit_executed(*s);
+  for (Sequence* s : running_) {
+    commit_executed(*s);
+    release_out_of_window(*s);  // after the commit: released blocks stay cached
+  }
 
   // 1. Decode: one token for every running sequence whose prompt is done. Iterate over a copy:
   //    preemption removes newer sequences from running_.
@@ -174,6 +177,9 @@ bool Scheduler::admit_front(ScheduleOutput& out, int64_t& budget) {
   s->num_cached_tokens = start;
   s->num_executed = start;
   if (prefix_cache_on()) add_pending(*s, match.num_blocks(), match.last_key());
+  // A hit provided every block from 0; those before the first chunk's window go back at once.
+  s->num_computed = start;
+  release_out_of_window(*s);
   ScheduledChunk c;
   c.seq = s->id;
   c.start_pos = start;
@@ -208,9 +214,34 @@ void Scheduler::drop_pending(Sequence& s, int64_t upto_block) {
   }
 }
 
+void Scheduler::release_out_of_window(Sequence& s) {
+  if (config_.attention_window <= 0) return;
+  // The next chunk starts at num_computed; its first token attends from here on.
+  Expected<int32_t> r = cache_.release_before(s.id, s.num_computed + 1 - config_.attention_window);
+  KVS_ASSERT(r.ok(), "window release of a running sequence");
+}
+
+Expected<KvShiftPlan> Scheduler::shift(SeqId id, int64_t keep, int64_t discard) {
+  Sequence* s = get(id);
+  if (s == nullptr) return not_found("sequence " + std::to_string(id));
+  if (s->status != SeqStatus::kRunning) return invalid_argument("sequence " + std::to_string(id) + " is not running");
+  if (s->num_executed != s->num_computed)
+    return invalid_argument("sequence " + std::to_string(id) + " has K/V not yet written; shift after its step");
+  KVS_ASSIGN_OR_RETURN(KvShiftPlan plan, cache_.shift(id, keep, discard));
+  drop_pending(*s);
+  s->tokens.erase(s->tokens.begin() + keep, s->tokens.begin() + keep + discard);
+  s->num_computed -= discard;
+  s->num_executed -= discard;
+  // Prompt tokens that survive: those among the kept sinks plus those after the dropped run.
+  s->num_prompt_tokens = s->num_prompt_tokens <= keep ? s->num_prompt_tokens
+                                                       : std::max(keep, s->num_prompt_tokens - discard);
+  ++s->num_shifts;
+  return plan;
+}
+
 void Scheduler::commit_executed(Sequence& s) {
-  if (!prefix_cache_on()) return;
   s.num_executed = s.num_computed;
+  if (!prefix_cache_on()) return;
   Status st = cache_.commit(s.id, std::span<const int32_t>(s.tokens.data(), size_t(s.num_executed)));
   KVS_ASSERT(st.ok(), "commit of a running sequence");
   // Executed blocks are no longer pending, committed or not (a collision may refuse them).

@@ -47,6 +47,10 @@ struct SchedulerConfig {
   int max_seqs = 16;            // running sequences at most
   int max_batched_tokens = 512; // tokens per step (the forward batch)
   bool enable_prefix_cache = true;  // also needs the KvCacheManager's option on
+  // Sliding attention window in tokens (0: none). Each step, before a running sequence's next
+  // chunk, its blocks wholly before that chunk's first window are released (and stay cached
+  // when committed), so a sequence holds O(window) KV memory.
+  int64_t attention_window = 0;
 };
 
 class Scheduler {
@@ -64,6 +68,16 @@ class Scheduler {
 
   // Appends a sampled token to a running sequence whose chunk had `sample` set.
   Status append_token(SeqId id, int32_t token);
+
+  // Context shift of a running sequence whose sampled token was just appended (all its computed
+  // K/V written): keeps its first `keep` tokens, drops the next `discard` (a multiple of the
+  // block size) from its tokens and its KV blocks (KvCacheManager::shift), and returns the plan
+  // the engine must carry out on the KV memory before the next step. The sequence never commits
+  // to the prefix cache again until it is recomputed (after a preemption: its current tokens
+  // computed from scratch are ordinary prefix-cache content). Errors as KvCacheManager::shift,
+  // plus not_found / invalid_argument for an unknown or not running sequence, or one with
+  // K/V not yet written; nothing changes on error.
+  Expected<KvShiftPlan> shift(SeqId id, int64_t keep, int64_t discard);
 
   // Forgets the K/V of a running sequence so it is computed again from position 0 (the
   // no-cache baseline); the sequence keeps running.
@@ -110,6 +124,8 @@ class Scheduler {
   bool admit_front(ScheduleOutput& out, int64_t& budget);
   // Marks s's computed tokens as written and commits its full blocks (prefix cache on).
   void commit_executed(Sequence& s);
+  // Releases s's blocks before the window of its next chunk (attention_window > 0).
+  void release_out_of_window(Sequence& s);
   // Registers the keys of s's full blocks from block `first` on as pending.
   void add_pending(Sequence& s, int64_t first, const BlockHash& parent);
   // Drops s's pending keys for blocks before `upto_block` (all of them by default).

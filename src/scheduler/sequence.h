@@ -27,6 +27,7 @@ struct Sequence {
   // reproduces the same K/V; a prefix-cache hit at re-admission skips what is still cached.
   int64_t num_computed = 0;
   int64_t num_preemptions = 0;
+  int64_t num_shifts = 0;            // context shifts (Scheduler::shift)
   SeqStatus status = SeqStatus::kWaiting;
 
   // Prefix cache. ns: the namespace its blocks are cached under ({} when the caller has none).

@@ -47,6 +47,7 @@ std::string format_access_log(const AccessLogEntry& e, bool json_format) {
                         {"queue_ms", e.queue_ms},     {"ttft_ms", e.ttft_ms},
                         {"total_ms", e.total_ms}};
     if (!e.finish_reason.empty()) j["finish_reason"] = e.finish_reason;
+    if (e.context_shifts > 0) j["context_shifts"] = e.context_shifts;
     if (!e.error.empty()) j["error"] = e.error;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
@@ -56,6 +57,7 @@ std::string format_access_log(const AccessLogEntry& e, bool json_format) {
                   std::to_string(e.cached_tokens) + " generated_tokens=" + std::to_string(e.generated_tokens) +
                   " queue_ms=" + ms(e.queue_ms) + " ttft_ms=" + ms(e.ttft_ms) + " total_ms=" + ms(e.total_ms);
   if (!e.finish_reason.empty()) s += " finish_reason=" + e.finish_reason;
+  if (e.context_shifts > 0) s += " context_shifts=" + std::to_string(e.context_shifts);
   if (!e.error.empty()) s += " error=" + text_value(e.error);
   return s;
 }

@@ -14,6 +14,7 @@ struct AccessLogEntry {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   int64_t generated_tokens = 0;
+  int64_t context_shifts = 0;  // context_overflow shift: times the context was shifted
   double queue_ms = 0;
   double ttft_ms = 0;
   double total_ms = 0;

@@ -229,6 +229,10 @@ Expected<ApiRequest> parse_api_request(const std::string& body, Route route, con
 
 Expected<int> resolve_max_tokens(const ApiRequest& req, int64_t prompt_tokens, int64_t context_length,
                                  const ApiLimits& limits) {
+  if (limits.shift_context) {
+    if (req.route == Route::kChat && !req.max_tokens_given) return limits.max_tokens_limit;
+    return req.params.max_tokens;
+  }
   if (limits.truncate_prompt) {
     const int64_t room = std::max<int64_t>(context_length - prompt_tokens, 0);
     if (req.route == Route::kChat && !req.max_tokens_given)

@@ -20,6 +20,10 @@ struct ApiLimits {
   // context_overflow: truncate. A prompt too long for the context is cut by the engine (oldest
   // tokens after the BOS), so only max_tokens itself must fit.
   bool truncate_prompt = false;
+  // context_overflow: shift. The context shifts as generation goes and a too long prompt is
+  // cut by the engine (after the n_keep sink tokens): max_tokens is bounded by max_tokens_limit
+  // only, and a chat without max_tokens runs up to that limit.
+  bool shift_context = false;
 };
 
 struct ApiRequest {

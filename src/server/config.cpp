@@ -59,6 +59,17 @@ Setter int_key(int ServerConfig::*field, int64_t lo, int64_t hi) {
   };
 }
 
+// A token count in 0..2^24 where 0 means `zero_means`.
+Setter tokens_key(int64_t ServerConfig::*field, const std::string& zero_means) {
+  return [=](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
+    int64_t x = 0;
+    if (!parse_int(v, &x) || x < 0 || x > (int64_t(1) << 24))
+      return bad(src, key, "expected an integer in 0..16777216 (0: " + zero_means + "), got '" + v + "'");
+    c->*field = x;
+    return Status::ok_status();
+  };
+}
+
 Setter seconds_key(double ServerConfig::*field) {
   return [=](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
     double x = 0;
@@ -110,14 +121,7 @@ const std::map<std::string, Setter>& setters() {
          c->kv_memory = v;
          return Status::ok_status();
        }},
-      {"ctx",
-       [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
-         int64_t x = 0;
-         if (!parse_int(v, &x) || x < 0 || x > (int64_t(1) << 24))
-           return bad(src, key, "expected an integer in 0..16777216 (0: the model's), got '" + v + "'");
-         c->ctx = x;
-         return Status::ok_status();
-       }},
+      {"ctx", tokens_key(&ServerConfig::ctx, "the model's")},
       {"block_size", int_key(&ServerConfig::block_size, 1, 4096)},
       {"max_seqs", int_key(&ServerConfig::max_seqs, 1, 4096)},
       {"max_batched_tokens", int_key(&ServerConfig::max_batched_tokens, 1, 1 << 20)},
@@ -137,7 +141,9 @@ const std::map<std::string, Setter>& setters() {
          if (!parse_bool(v, &c->no_cache)) return bad(src, key, "expected true or false, got '" + v + "'");
          return Status::ok_status();
        }},
-      {"context_overflow", choice_key(&ServerConfig::context_overflow, {"error", "truncate"})},
+      {"context_overflow", choice_key(&ServerConfig::context_overflow, {"error", "truncate", "shift"})},
+      {"n_keep", int_key(&ServerConfig::n_keep, 0, 1 << 20)},
+      {"attention_window", tokens_key(&ServerConfig::attention_window, "the model's own window, else none")},
       {"prefix_cache",
        [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
          if (v == "on" || v == "off") {
@@ -188,7 +194,7 @@ const std::vector<std::string>& config_keys() {
   static const std::vector<std::string> k = {
       "model",     "host",           "port",          "kv_type",    "kv_type_k",     "kv_type_v",     "kv_memory",     "ctx",
       "block_size", "max_seqs",      "max_batched_tokens", "max_queue", "request_timeout", "max_body_bytes",
-      "max_tokens_limit", "no_cache", "context_overflow", "prefix_cache", "cache_pin_fraction", "log_format",   "log_level",  "threads",       "chat_template",
+      "max_tokens_limit", "no_cache", "context_overflow", "n_keep", "attention_window", "prefix_cache", "cache_pin_fraction", "log_format",   "log_level",  "threads",       "chat_template",
       "http_threads", "shutdown_timeout"};
   return k;
 }
@@ -288,6 +294,8 @@ std::string config_to_yaml(const ServerConfig& c) {
      << "max_tokens_limit: " << c.max_tokens_limit << "\n"
      << "no_cache: " << (c.no_cache ? "true" : "false") << "\n"
      << "context_overflow: " << c.context_overflow << "\n"
+     << "n_keep: " << c.n_keep << "\n"
+     << "attention_window: " << c.attention_window << "\n"
      << "prefix_cache: " << (c.prefix_cache ? "on" : "off") << "\n"
      << "cache_pin_fraction: " << c.cache_pin_fraction << "\n"
      << "log_format: " << c.log_format << "\n"

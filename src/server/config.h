@@ -33,7 +33,9 @@ struct ServerConfig {
   uint64_t max_body_bytes = 1 << 20;  // request body limit; beyond it: 413
   int max_tokens_limit = 4096;        // largest max_tokens a request may ask for
   bool no_cache = false;
-  std::string context_overflow = "error";  // prompt + max_tokens > ctx: error (400) | truncate
+  std::string context_overflow = "error";  // prompt + max_tokens > ctx: error (400) | truncate | shift
+  int n_keep = 4;                     // sink tokens a context shift keeps
+  int64_t attention_window = 0;       // sliding attention window; 0: the model's own, else none
   bool prefix_cache = true;           // share KV blocks of common prompt prefixes (on | off)
   double cache_pin_fraction = 0.2;    // share of KV blocks POST /cache/pin may hold
   std::string log_format = "text";    // text | json

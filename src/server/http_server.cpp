@@ -32,6 +32,8 @@ EngineConfig engine_config(const ServerConfig& c) {
   e.threads = c.threads;
   e.prefix_cache = c.prefix_cache;
   e.context_overflow = c.context_overflow;
+  e.n_keep = c.n_keep;
+  e.attention_window = c.attention_window;
   e.cache_pin_fraction = c.cache_pin_fraction;
   return e;
 }
@@ -97,6 +99,7 @@ int run_server(const ServerConfig& cfg) {
   st->cfg = cfg;
   st->limits.max_tokens_limit = cfg.max_tokens_limit;
   st->limits.truncate_prompt = cfg.context_overflow == "truncate";
+  st->limits.shift_context = cfg.context_overflow == "shift";
   st->json_logs = cfg.log_format == "json";
   st->started_unix = int64_t(std::time(nullptr));
 

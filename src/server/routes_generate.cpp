@@ -69,6 +69,7 @@ void log_job(Job& job, int status, const RequestResult& r) {
   e.prompt_tokens = r.prompt_tokens;
   e.cached_tokens = r.cached_tokens;
   e.generated_tokens = r.generated_tokens;
+  e.context_shifts = r.context_shifts;
   e.queue_ms = r.queue_seconds * 1e3;
   e.ttft_ms = r.ttft_seconds * 1e3;
   e.total_ms = r.total_seconds * 1e3;

@@ -37,6 +37,8 @@ ServerMetrics::ServerMetrics()
       prompt_tokens_(reg_.counter("kvserve:prompt_tokens_total", "Prompt tokens of finished requests.")),
       generation_tokens_(reg_.counter("kvserve:generation_tokens_total", "Generated tokens.")),
       preemptions_(reg_.counter("kvserve:num_preemptions_total", "Sequences preempted (recomputed later).")),
+      context_shifts_(reg_.counter("kvserve:context_shifts_total",
+                                   "Context shifts (context_overflow shift): sink tokens kept, oldest dropped.")),
       rss_(reg_.gauge("process_resident_memory_bytes", "Resident memory size in bytes.")),
       prefix_queries_(reg_.counter("kvserve:prefix_cache_queries_total",
                                    "Prompt tokens looked up in the prefix cache at admission.")),
@@ -89,6 +91,7 @@ std::string ServerMetrics::scrape(const EngineStats* s, const std::vector<double
     add_growth(prompt_tokens_, s->prompt_tokens_total, last_prompt_);
     add_growth(generation_tokens_, s->generation_tokens_total, last_generation_);
     add_growth(preemptions_, s->preemptions_total, last_preemptions_);
+    add_growth(context_shifts_, s->context_shifts_total, last_context_shifts_);
     add_growth(prefix_queries_, s->prefix.query_tokens_total, last_queries_);
     add_growth(prefix_hits_, s->prefix.hit_tokens_total, last_hits_);
     add_growth(evictions_, s->prefix.evictions_total, last_evictions_);

@@ -43,6 +43,7 @@ class ServerMetrics {
   metrics::Counter& prompt_tokens_;
   metrics::Counter& generation_tokens_;
   metrics::Counter& preemptions_;
+  metrics::Counter& context_shifts_;
   metrics::Gauge& rss_;
   // Prefix cache (issue 5): lookups and hits in prompt tokens, blocks by state, evictions.
   metrics::Counter& prefix_queries_;
@@ -55,7 +56,7 @@ class ServerMetrics {
   metrics::Histogram& block_lifetime_;
 
   std::mutex mu_;  // guards the last-seen engine totals
-  int64_t last_prompt_ = 0, last_generation_ = 0, last_preemptions_ = 0;
+  int64_t last_prompt_ = 0, last_generation_ = 0, last_preemptions_ = 0, last_context_shifts_ = 0;
   int64_t last_queries_ = 0, last_hits_ = 0, last_evictions_ = 0;
 };
 

@@ -14,6 +14,7 @@ std::vector<int32_t> iota(int n, int first = 1) {
 TEST(ContextPolicy, ParsesTheNamedPolicies) {
   EXPECT_EQ(*parse_context_overflow("error"), ContextOverflow::kError);
   EXPECT_EQ(*parse_context_overflow("truncate"), ContextOverflow::kTruncate);
+  EXPECT_EQ(*parse_context_overflow("shift"), ContextOverflow::kShift);
   EXPECT_FALSE(parse_context_overflow("drop").ok());
   EXPECT_STREQ(context_overflow_name(ContextOverflow::kTruncate), "truncate");
 }
@@ -50,6 +51,25 @@ TEST(ContextPolicy, TruncateNeedsRoomForOnePromptToken) {
   EXPECT_EQ(prompt, iota(10));
   EXPECT_EQ(*fit_prompt(ContextOverflow::kTruncate, prompt, 14, 16, 1), 8);
   EXPECT_EQ(prompt, (std::vector<int32_t>{1, 10}));
+}
+
+TEST(ContextPolicy, ShiftIgnoresMaxTokensAndKeepsTheSinks) {
+  std::vector<int32_t> prompt = iota(10);
+  EXPECT_EQ(*fit_prompt(ContextOverflow::kShift, prompt, 1000000, 16, 1, 4), 0);  // generation shifts
+  EXPECT_EQ(prompt, iota(10));
+  std::vector<int32_t> longer = iota(20);  // 1..20 into 16: keep 1..4, drop 5..8
+  EXPECT_EQ(*fit_prompt(ContextOverflow::kShift, longer, 5, 16, 1, 4), 4);
+  EXPECT_EQ(longer.size(), 16u);
+  EXPECT_EQ(longer[3], 4);
+  EXPECT_EQ(longer[4], 9);
+}
+
+TEST(ContextPolicy, ShiftDiscardsHalfInWholeBlocks) {
+  EXPECT_EQ(*shift_discard(2048, 4, 16), 1008);  // (2048 - 4) / 2 = 1022 -> 63 blocks
+  EXPECT_EQ(*shift_discard(64, 0, 16), 32);
+  EXPECT_EQ(*shift_discard(40, 4, 16), 16);
+  EXPECT_FALSE(shift_discard(40, 10, 16).ok());  // 15 tokens: not one block
+  EXPECT_FALSE(shift_discard(64, -1, 16).ok());
 }
 
 }  // namespace

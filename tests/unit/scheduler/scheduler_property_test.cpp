@@ -6,6 +6,10 @@
 // few families under two namespaces, admission may start past a cached prefix, and a shadow of
 // the K/V (a signature of namespace + token prefix written into each physical slot when its
 // chunk "runs") proves every reused block holds exactly what the sequence would compute.
+// Two more modes: a sliding attention window (blocks before each chunk's window are released,
+// the rest of the window is always held, and a sequence never holds more than the window needs)
+// and context shifts (long sequences drop tokens after their sinks and go on in bounded memory;
+// no shifted K/V is ever served as a prefix hit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@ struct ModelSeq {
   std::vector<int32_t> tokens;  // what the scheduler must hold: prompt + appended tokens
   int64_t computed = 0;         // positions the model says have K/V
   int64_t target_generated = 0; // finishes after sampling this many tokens
+  int64_t generated = 0;        // tokens appended so far
   bool done = false;
 };
 
@@ -40,9 +45,11 @@ struct RunStats {
   int64_t cancelled = 0;
   int64_t hit_tokens = 0;
   int64_t deferred = 0;
+  int64_t shifts = 0;
+  int64_t released = 0;  // blocks released out of the window (seen as holes)
 };
 
-RunStats run_random(uint32_t seed, bool prefix) {
+RunStats run_random(uint32_t seed, bool prefix, int64_t window = 0, bool shift = false) {
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int block_size = std::vector<int>{1, 2, 4, 8}[size_t(uni(0, 3))];
@@ -52,6 +59,11 @@ RunStats run_random(uint32_t seed, bool prefix) {
   cfg.max_seqs = uni(1, 6);
   cfg.max_batched_tokens = uni(1, 24);
   cfg.enable_prefix_cache = prefix;
+  cfg.attention_window = window;
+  // Shift mode: a sequence reaching shift_at computed tokens keeps `keep` and drops `discard`.
+  const int64_t keep = uni(0, 2 * block_size), discard = int64_t(block_size) * uni(1, 2);
+  const int64_t shift_at = keep + discard + block_size * uni(1, 2);
+  uint64_t next_rotated = 1;
   KvCacheManager cache(num_blocks, block_size, PrefixCacheOptions{prefix});
   Scheduler sched(cfg, cache);
   std::map<SeqId, ModelSeq> model;
@@ -85,7 +97,7 @@ RunStats run_random(uint32_t seed, bool prefix) {
         EXPECT_EQ(c.start_pos % block_size, 0);
         EXPECT_LT(c.start_pos, int64_t(m.tokens.size()));
         EXPECT_EQ(sched.find(c.seq)->num_cached_tokens, c.start_pos);
-        for (int64_t p = 0; p < c.start_pos; ++p) {
+        for (int64_t p = int64_t(cache.num_released_blocks(c.seq)) * block_size; p < c.start_pos; ++p) {
           const KvSlot sl = cache.slot(c.seq, p);
           auto it = shadow.find({sl.block, sl.offset});
           ASSERT_TRUE(it != shadow.end()) << "reused slot never written (seed " << seed << ")";
@@ -99,6 +111,16 @@ RunStats run_random(uint32_t seed, bool prefix) {
       m.computed += c.num_tokens;
       EXPECT_LE(m.computed, int64_t(m.tokens.size()));
       EXPECT_EQ(c.sample, m.computed == int64_t(m.tokens.size()));
+      if (window > 0) {
+        // Every block the chunk's windows read is held; nothing before the first one is.
+        const int64_t first = std::max<int64_t>(0, c.start_pos + 1 - window) / block_size;
+        const std::vector<int32_t>& table = cache.block_table(c.seq);
+        EXPECT_EQ(cache.num_released_blocks(c.seq), first) << "seed " << seed;
+        for (int64_t b = first; b < int64_t(table.size()); ++b) EXPECT_NE(table[size_t(b)], kNoBlock);
+        // O(window) memory: the window, the chunk and one partly filled block at each end.
+        EXPECT_LE(cache.num_held_blocks(c.seq), (window + c.num_tokens) / block_size + 2) << "seed " << seed;
+        rs.released += first;
+      }
     }
     EXPECT_EQ(sum, out.num_batched_tokens);
     EXPECT_LE(sum, cfg.max_batched_tokens);
@@ -135,7 +157,8 @@ RunStats run_random(uint32_t seed, bool prefix) {
     }
     if (next_id <= num_arrivals && uni(0, 9) < 4) {
       const int prompt_len = uni(1, int(std::min<int64_t>(20, capacity - 1)));
-      const int gen = uni(1, int(std::min<int64_t>(15, capacity - prompt_len)));
+      // Shifting sequences run in bounded memory, so they may generate past the pool's capacity.
+      const int gen = shift ? uni(1, 60) : uni(1, int(std::min<int64_t>(15, capacity - prompt_len)));
       ModelSeq m;
       // With the prefix cache, most prompts start with one of three shared prefixes.
       const int family = prefix ? uni(0, 3) : 3;
@@ -162,14 +185,34 @@ RunStats run_random(uint32_t seed, bool prefix) {
     for (const ScheduledChunk& c : out.chunks) {
       if (!c.sample) continue;
       ModelSeq& m = model[c.seq];
-      const int64_t generated = int64_t(m.tokens.size()) - int64_t(sched.find(c.seq)->num_prompt_tokens);
-      if (generated + 1 >= m.target_generated) {
+      if (m.generated + 1 >= m.target_generated) {
         finish(c.seq, false);  // the sampled token is the last one: nothing more to compute
         continue;
       }
       const int32_t t = token_for(c.seq, m.tokens.size());
       EXPECT_TRUE(sched.append_token(c.seq, t).ok());
       m.tokens.push_back(t);
+      ++m.generated;
+      if (shift && m.computed >= shift_at) {
+        Expected<KvShiftPlan> plan = sched.shift(c.seq, keep, discard);
+        if (!plan.ok()) {  // copies of shared blocks did not fit: the engine ends such a request
+          EXPECT_EQ(plan.status().code(), StatusCode::kOutOfMemory) << plan.status().to_string();
+          EXPECT_EQ(sched.find(c.seq)->tokens, m.tokens) << "a failed shift changed the sequence";
+          finish(c.seq, false);
+          continue;
+        }
+        ++rs.shifts;
+        for (const KvSlotCopy& cp : plan->copies)
+          for (int32_t i = 0; i < cp.num_slots; ++i) shadow[{cp.dst_block, cp.dst_slot + i}] = shadow[{cp.src_block, cp.src_slot + i}];
+        for (int64_t p = plan->rotate_begin; p < plan->rotate_end; ++p) {
+          const KvSlot sl = cache.slot(c.seq, p);
+          shadow[{sl.block, sl.offset}] = next_rotated++;  // no fresh computation yields these
+        }
+        m.tokens.erase(m.tokens.begin() + keep, m.tokens.begin() + keep + discard);
+        m.computed -= discard;
+        EXPECT_EQ(sched.find(c.seq)->num_computed, m.computed);
+        EXPECT_EQ(cache.num_tokens(c.seq), m.computed);
+      }
       // Recompute keeps the exact tokens: the scheduler's copy equals the model's.
       EXPECT_EQ(sched.find(c.seq)->tokens, m.tokens);
     }
@@ -209,6 +252,28 @@ TEST(SchedulerProperty, RandomRunsWithPrefixCacheKeepEveryInvariantAndFinish) {
   EXPECT_GT(preemptions, 0);
   EXPECT_GT(hits, 0) << "shared prefixes must hit";
   EXPECT_GT(deferred, 0) << "same-prefix arrivals must sometimes wait for a block being computed";
+}
+
+TEST(SchedulerProperty, RandomRunsWithAttentionWindowReleaseOldBlocks) {
+  int64_t released = 0, hits = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    RunStats rs = run_random(seed, seed % 2 == 0, 1 + seed % 13);
+    released += rs.released;
+    hits += rs.hit_tokens;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(released, 0) << "windows shorter than the sequences must release blocks";
+  EXPECT_GT(hits, 0) << "prefix hits must still work with a window";
+}
+
+TEST(SchedulerProperty, RandomRunsWithContextShiftGoOnInBoundedMemory) {
+  int64_t shifts = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    RunStats rs = run_random(seed, seed % 2 == 0, 0, true);
+    shifts += rs.shifts;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(shifts, 0);
 }
 
 }  // namespace
