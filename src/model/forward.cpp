@@ -84,65 +84,131 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   const int64_t T = int64_t(batch.tokens.size());
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
-  const int64_t items = T * hp.n_head_kv;
+  const int64_t nkv = hp.n_head_kv;
+  const int64_t items = T * nkv;
+  constexpr int64_t C = kAttentionChunk;
   // A work item is one (token, KV head): the `group` query heads sharing a KV head are adjacent
   // in q_ ([n_head][head_dim] per token) and attend together, so each K/V row is read once per
   // group. q/out offset of item i = (t, kv_head):
   auto item_offset = [&](int64_t i) {
-    return size_t((i / hp.n_head_kv) * hp.q_dim() + (i % hp.n_head_kv) * group * hp.head_dim);
+    return size_t((i / nkv) * hp.q_dim() + (i % nkv) * group * hp.head_dim);
   };
-  auto item_positions = [&](int64_t i) { return token_pos_[size_t(i / hp.n_head_kv)] + 1; };
-  auto item_chunk = [&](int64_t i) -> const SeqChunk& { return batch.chunks[size_t(token_chunk_[size_t(i / hp.n_head_kv)])]; };
+  auto item_positions = [&](int64_t i) { return token_pos_[size_t(i / nkv)] + 1; };
+  auto item_chunk = [&](int64_t i) -> const SeqChunk& { return batch.chunks[size_t(token_chunk_[size_t(i / nkv)])]; };
   auto item_table = [&](int64_t i) { return item_chunk(i).block_table; };
   // First position item i attends to (its window's start).
   auto item_first = [&](int64_t i) {
     const int64_t w = item_chunk(i).window;
     return w > 0 ? std::max<int64_t>(0, item_positions(i) - w) : int64_t(0);
   };
+  auto whole_item = [&](int64_t i) {
+    const size_t off = item_offset(i);
+    paged_attention_group(kv_, layer, item_table(i), item_first(i), item_positions(i), int(i % nkv), &q_[off], group,
+                          scale, &attn_[off]);
+  };
 
-  // Items are few (decode of one or a few sequences, where a long context makes attention
-  // dominate): split each item by position into its kAttentionChunk chunks so every thread
-  // gets work, then merge each item's chunk states in order. attention_group computes the same
-  // chunks and merges them in the same order, so both paths give bit-identical results.
+  // Work is cut into units, one per (item, kAttentionChunk chunk of its positions), merged per
+  // item left to right exactly as attention_group_range merges them, so every path below gives
+  // bit-identical results:
+  //  - few items (decode of a few sequences, where a long context makes attention dominate):
+  //    units spread the positions of each item over every thread;
+  //  - prefill: the tokens of one sequence chunk that all cover the same whole chunk of positions
+  //    share its K/V reads (query_groups_): up to kQueryTokens tokens' queries are stacked as one
+  //    group of heads, and each token's state is scattered to its unit. Per-head arithmetic does
+  //    not depend on the heads computed alongside, so this equals the token-by-token result.
   constexpr int64_t kItemsPerThread = 4;
-  int64_t units = 0;
-  if (items < int64_t(pool_.num_threads()) * kItemsPerThread) {
-    unit_first_.resize(size_t(items) + 1);
-    for (int64_t i = 0; i < items; ++i) {
-      unit_first_[size_t(i)] = units;
-      units += attention_num_chunks(item_first(i), item_positions(i));
-    }
-    unit_first_[size_t(items)] = units;
-  }
-  if (units <= items) {  // no item has more than one chunk (or there are many items)
-    pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) {
-        const size_t off = item_offset(i);
-        paged_attention_group(kv_, layer, item_table(i), item_first(i), item_positions(i), int(i % hp.n_head_kv),
-                              &q_[off], group, scale, &attn_[off]);
+  const bool few = items < int64_t(pool_.num_threads()) * kItemsPerThread;
+  query_groups_.clear();
+  if (!few) {
+    int64_t t0 = 0;  // batch index of the sequence chunk's first token
+    for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+      const SeqChunk& c = batch.chunks[ci];
+      const int64_t n = c.num_tokens;
+      // Chunk a is whole for token k (position start_pos + k) when (a + 1) * C <= position + 1
+      // and, with a window, the window starts at or before a * C: a contiguous run of tokens.
+      for (int64_t a = 0; n >= 2 && (a + 1) * C <= c.start_pos + n; ++a) {
+        const int64_t lo = std::max<int64_t>(0, (a + 1) * C - 1 - c.start_pos);
+        const int64_t hi = c.window > 0 ? std::min<int64_t>(n, a * C + c.window - c.start_pos) : n;
+        if (hi - lo < 2) continue;
+        for (int64_t h = 0; h < nkv; ++h)
+          for (int64_t k = lo; k < hi; k += kQueryTokens)
+            query_groups_.push_back({int32_t(h), a, t0 + k, t0 + std::min(hi, k + kQueryTokens)});
       }
+      t0 += n;
+    }
+    if (query_groups_.empty()) {
+      pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) whole_item(i);
+      });
+      return;
+    }
+  }
+  int64_t units = 0;
+  unit_first_.resize(size_t(items) + 1);
+  for (int64_t i = 0; i < items; ++i) {
+    unit_first_[size_t(i)] = units;
+    units += attention_num_chunks(item_first(i), item_positions(i));
+  }
+  unit_first_[size_t(items)] = units;
+  if (few && units <= items) {  // no item has more than one chunk
+    pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) whole_item(i);
     });
     return;
   }
-  // attn_partials_: [units][attention_partial_floats(group, head_dim)], item i's chunk c at unit
-  // unit_first_[i] + c.
-  const size_t pf = attention_partial_floats(group, hp.head_dim);
+  // The unit of item i for absolute chunk a (positions [a * C, (a + 1) * C)).
+  auto unit_of = [&](int64_t i, int64_t a) { return unit_first_[size_t(i)] + a - item_first(i) / C; };
+  unit_grouped_.assign(size_t(units), 0);
+  for (const QueryGroup& g : query_groups_)
+    for (int64_t t = g.t_begin; t < g.t_end; ++t) unit_grouped_[size_t(unit_of(t * nkv + g.kv_head, g.chunk))] = 1;
+  unit_single_.clear();
+  for (int64_t u = 0; u < units; ++u)
+    if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
+
+  // attn_partials_: [units][pf], item i's chunk c at unit unit_first_[i] + c.
+  const int hd = hp.head_dim;
+  const size_t pf = attention_partial_floats(group, hd);
   if (attn_partials_.size() < size_t(units) * pf) attn_partials_.resize(size_t(units) * pf);
-  pool_.parallel_for(units, [&](int64_t begin, int64_t end, int) {
-    for (int64_t u = begin; u < end; ++u) {
+  const int64_t num_groups = int64_t(query_groups_.size());
+  pool_.parallel_for(num_groups + int64_t(unit_single_.size()), [&](int64_t begin, int64_t end, int) {
+    // Stacked queries [tokens * group][hd] and their state (layout of attention.h) for one group.
+    thread_local std::vector<float> qs, st;
+    for (int64_t w = begin; w < end; ++w) {
+      if (w < num_groups) {
+        const QueryGroup& g = query_groups_[size_t(w)];
+        const int64_t R = g.t_end - g.t_begin;
+        const int G = int(R) * group;
+        qs.resize(size_t(G) * size_t(hd));
+        st.resize(attention_partial_floats(G, hd));
+        for (int64_t r = 0; r < R; ++r)
+          std::memcpy(&qs[size_t(r) * group * hd], &q_[item_offset((g.t_begin + r) * nkv + g.kv_head)],
+                      size_t(group) * size_t(hd) * sizeof(float));
+        const int64_t i0 = g.t_begin * nkv + g.kv_head;
+        attention_partial(paged_kv_view(kv_, layer, item_table(i0)), g.chunk * C, (g.chunk + 1) * C, g.kv_head,
+                          qs.data(), G, scale, st.data());
+        for (int64_t r = 0; r < R; ++r) {
+          float* dst = &attn_partials_[size_t(unit_of((g.t_begin + r) * nkv + g.kv_head, g.chunk)) * pf];
+          const size_t h0 = size_t(r) * size_t(group);
+          std::memcpy(dst, &st[h0], size_t(group) * sizeof(float));                       // m
+          std::memcpy(dst + group, &st[size_t(G) + h0], size_t(group) * sizeof(float));   // s
+          std::memcpy(dst + 2 * group, &st[2 * size_t(G) + h0 * size_t(hd)], size_t(group) * size_t(hd) * sizeof(float));
+        }
+        continue;
+      }
+      const int64_t u = unit_single_[size_t(w - num_groups)];
       const int64_t i = std::upper_bound(unit_first_.begin(), unit_first_.end(), u) - unit_first_.begin() - 1;
       const int64_t c = u - unit_first_[size_t(i)], first = item_first(i);
       const PagedKvView view = paged_kv_view(kv_, layer, item_table(i));
       attention_partial(view, attention_chunk_begin(first, c), attention_chunk_end(first, item_positions(i), c),
-                        int(i % hp.n_head_kv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
+                        int(i % nkv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
     }
   });
   pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       float* first = &attn_partials_[size_t(unit_first_[size_t(i)]) * pf];
       for (int64_t u = unit_first_[size_t(i)] + 1; u < unit_first_[size_t(i) + 1]; ++u)
-        attention_merge(group, hp.head_dim, first, &attn_partials_[size_t(u) * pf]);
-      attention_finish(group, hp.head_dim, first, &attn_[item_offset(i)]);
+        attention_merge(group, hd, first, &attn_partials_[size_t(u) * pf]);
+      attention_finish(group, hd, first, &attn_[item_offset(i)]);
     }
   });
 }

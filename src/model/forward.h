@@ -71,6 +71,19 @@ class ForwardPass {
   // (head_dim + 2)] online-softmax states (kernels/attention.h).
   std::vector<int64_t> unit_first_;
   std::vector<float> attn_partials_;
+  // Prefill: batch tokens [t_begin, t_end) of one sequence chunk whose windows all hold the whole
+  // position chunk [chunk * kAttentionChunk, +kAttentionChunk), for one KV head: their queries
+  // are stacked and read its K/V once. unit_grouped_ [units]: 1 when a group computes the unit;
+  // unit_single_: the other units.
+  struct QueryGroup {
+    int32_t kv_head;
+    int64_t chunk;
+    int64_t t_begin, t_end;
+  };
+  static constexpr int64_t kQueryTokens = 8;
+  std::vector<QueryGroup> query_groups_;
+  std::vector<uint8_t> unit_grouped_;
+  std::vector<int64_t> unit_single_;
 };
 
 }  // namespace kvserve

@@ -6,7 +6,9 @@
 //  - a windowed decode never reads outside its window: the K/V before it are poisoned with NaN
 //    and their blocks released to holes, and the logits are unchanged and finite;
 //  - windowed prefill and windowed token-by-token decode agree, and a window longer than the
-//    sequence is no window at all.
+//    sequence is no window at all;
+//  - a long prefill, whose tokens share the K/V reads of whole position chunks, gives exactly
+//    (bit for bit) the logits of token-by-token decoding, with and without a window.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -223,6 +225,28 @@ TEST(KvWindow, PrefillEqualsDecodeAndALongWindowIsNoWindow) {
   EXPECT_LE(decode.cache.num_held_blocks(1), window / 8 + 2);
   Rig plain(**m, KvDType::F32, 8), wide(**m, KvDType::F32, 8);
   EXPECT_EQ(plain.run(tokens, 0, n, 0, true), wide.run(tokens, 0, n, n, true));
+}
+
+TEST(KvWindow, LongPrefillIsBitIdenticalToTokenByTokenDecode) {
+  auto m = Model::load(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m.ok());
+  const int n = 700;  // five position chunks of 128: most tokens share whole chunks
+  const size_t nv = size_t((*m)->hparams().n_vocab);
+  const auto tokens = random_tokens(n, int(nv), 17);
+  for (int64_t window : {0, 300}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    Rig prefill(**m, KvDType::F16, 90), split(**m, KvDType::F16, 90), decode(**m, KvDType::F16, 90);
+    const auto all = prefill.run(tokens, 0, n, window, true);
+    auto part = split.run(tokens, 0, 333, window, true);  // a chunked prefill, cut mid-chunk
+    const auto rest = split.run(tokens, 333, n - 333, window, true);
+    part.insert(part.end(), rest.begin(), rest.end());
+    ASSERT_EQ(part.size(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(part[i], all[i]) << "chunked prefill, row " << i / nv;
+    for (int p = 0; p < n; ++p) {
+      const auto row = decode.run(tokens, p, 1, window);
+      for (size_t i = 0; i < nv; ++i) ASSERT_EQ(row[i], all[size_t(p) * nv + i]) << "decode, position " << p;
+    }
+  }
 }
 
 }  // namespace
