@@ -203,14 +203,20 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
                         int(i % nkv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
     }
   });
-  pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
+  auto merge_items = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       float* first = &attn_partials_[size_t(unit_first_[size_t(i)]) * pf];
       for (int64_t u = unit_first_[size_t(i)] + 1; u < unit_first_[size_t(i) + 1]; ++u)
         attention_merge(group, hd, first, &attn_partials_[size_t(u) * pf]);
       attention_finish(group, hd, first, &attn_[item_offset(i)]);
     }
-  });
+  };
+  // A few items merge in less time than waking the pool takes (decode: one barrier fewer per layer).
+  if (few) {
+    merge_items(0, items, 0);
+  } else {
+    pool_.parallel_for(items, merge_items);
+  }
 }
 
 Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
