@@ -2,6 +2,9 @@
 // of the formats that prefill and decode spend their time in (Q8_0, Q4_0, Q5_0 weights against
 // q8_0 activations; Q4_K, Q6_K against q8_K). Compiled with -mavx512* flags (CMakeLists.txt); only reached through
 // the "avx512" table, which dispatch.cpp selects only when cpuid reports every flag used here.
+// Also: the decode-sized (1 to 3 activation rows) paths with more weight rows per pass and
+// prefetch (legacy_rows_small, the kPrefetch tiles), and the q8_0 / q8_K activation quantizers
+// (KernelTable::quantize_act) at the end of the file.
 //
 // This file must not call any non-static inline function or template from a shared header
 // (util/half.h, tensor/block_formats.h, <algorithm>, ...): the linker keeps one copy of each such
@@ -114,6 +117,16 @@ inline ActPair load_act(const BlockQ8_0* x, bool two) {
   return p;
 }
 
+// Software prefetch of bytes [p, p + len) into L1, one hint per cache line (len is a compile-time
+// constant at every call site, so the loop unrolls). The small-batch paths read each weight byte
+// once and do little arithmetic on it, so they would otherwise wait on memory; they hint the rows
+// of the next tile while working on this one.
+template <size_t kLen>
+inline void prefetch_span(const uint8_t* p) {
+  for (size_t off = 0; off < kLen; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + kLen - 1), _MM_HINT_T0);
+}
+
 inline float reduce(__m512 v) {
   // Fixed order: 512 -> 256 -> 128 -> scalar.
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -196,30 +209,28 @@ struct Q4_KFormat {
       const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
       o->codes[c] = _mm512_and_si512(both, low4);
     }
-    // 6-bit scales and mins, unpacked as in block_formats.h (kept local: see the file comment).
-    const uint8_t* q = b.scales;
-    alignas(32) int16_t sc[16] = {}, mn[16];
-    for (int j = 0; j < 8; ++j) {
-      int s, m;
-      if (j < 4) {
-        s = q[j] & 63;
-        m = q[j + 4] & 63;
-      } else {
-        s = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-      }
-      sc[j] = int16_t(s);
-      mn[2 * j] = mn[2 * j + 1] = int16_t(m);  // bsums come in 16s: two per sub-block of 32
-    }
-    const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+    // 6-bit scales and mins (the layout of unpack_scale_min_k4 in block_formats.h, kept local: see
+    // the file comment), unpacked four at a time in 32-bit words u0 = bytes 0..3, u1 = 4..7,
+    // u2 = 8..11: sc[0..3] = u0 & 63, mn[0..3] = u1 & 63, sc[4..7] = (u2 & 15) | (u0 >> 6) << 4,
+    // mn[4..7] = (u2 >> 4) | (u1 >> 6) << 4, byte by byte (the masks stop bits crossing bytes).
+    const uint32_t u0 = load_u32(b.scales), u1 = load_u32(b.scales + 4), u2 = load_u32(b.scales + 8);
+    const uint32_t s_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
+    const uint32_t s_hi = (u2 & 0x0F0F0F0Fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    // sc: 8 scales as int16 in words 0..7 (8..15 zero); mn: each min twice (bsums come in 16s,
+    // two per sub-block of 32).
+    const __m128i s8 = _mm_cvtsi64_si128(int64_t(uint64_t(s_lo) | (uint64_t(s_hi) << 32)));
+    const __m128i m8 = _mm_cvtsi64_si128(int64_t(uint64_t(m_lo) | (uint64_t(m_hi) << 32)));
+    const __m256i sc16 = _mm256_cvtepu8_epi16(s8);
     for (int c = 0; c < 4; ++c) o->sc[c] = spread32(sc16, c);
-    o->corr = _mm256_load_si256(reinterpret_cast<const __m256i*>(mn));
+    o->corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     o->d = f16_scalar(b.d);
     o->dmin = f16_scalar(b.dmin);
   }
 };
 
-template <typename F, int RW, int RX>
+// kPrefetch: as in legacy_tile, hint the same super-block of the RW rows after the tile.
+template <typename F, int RW, int RX, bool kPrefetch = false>
 void kquant_tile(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, size_t ys) {
   using BW = typename F::Block;
   const int64_t nb = n / kQK_K;
@@ -228,6 +239,8 @@ void kquant_tile(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_
     for (int k = 0; k < RX; ++k) acc[r][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     for (int r = 0; r < RW; ++r) {
+      if constexpr (kPrefetch)
+        prefetch_span<sizeof(BW)>(w + size_t(r + RW) * ws + size_t(b) * sizeof(BW));
       KWeights kw;
       F::decode(reinterpret_cast<const BW*>(w + size_t(r) * ws)[b], &kw);
       for (int k = 0; k < RX; ++k) {
@@ -271,8 +284,10 @@ constexpr int64_t kMaxPackPairs = 96;  // 6144 columns; 96 * 4 * 192 B = 72 KiB 
 
 inline ActPair ActsFromPack::get(int k, int64_t b, bool) const { return pack[(b / 2) * kPackRows + k]; }
 
-// RW weight rows x RX activation rows: y[k * ys + r] = dot(w row r, x row k).
-template <typename F, int RW, int RX, typename Acts>
+// RW weight rows x RX activation rows: y[k * ys + r] = dot(w row r, x row k). With kPrefetch, the
+// same columns of the RW rows after the tile are hinted into cache (a prefetch never faults, so
+// running past the matrix is harmless).
+template <typename F, int RW, int RX, typename Acts, bool kPrefetch = false>
 void legacy_tile(int64_t n, const uint8_t* w, size_t ws, const Acts& acts, float* y, size_t ys) {
   using BW = typename F::Block;
   const int64_t nb = n / kQK;
@@ -285,6 +300,7 @@ void legacy_tile(int64_t n, const uint8_t* w, size_t ws, const Acts& acts, float
     __m512 dw[RW];
     for (int r = 0; r < RW; ++r) {
       const BW* blk = reinterpret_cast<const BW*>(w + size_t(r) * ws) + b;
+      if constexpr (kPrefetch) prefetch_span<2 * sizeof(BW)>(reinterpret_cast<const uint8_t*>(blk) + RW * ws);
       const BW& second = two ? blk[1] : blk[0];  // a lone block meets zero activations
       q[r] = F::codes(blk[0], second);
       dw[r] = scale_pair(blk[0].d, second.d);
@@ -309,14 +325,30 @@ void legacy_rows(int64_t n, const uint8_t* w, size_t ws, int64_t nw, const Acts&
   for (; r < nw; ++r) legacy_tile<F, 1, RX>(n, w + size_t(r) * ws, ws, acts, y + r, ys);
 }
 
+// Small batches (1 to 3 activation rows, i.e. decode): arithmetic per weight byte is low, so the
+// rows are taken 8 at a time for one activation row (8 independent accumulators, 8 row streams in
+// flight; 27 zmm registers live) and 4 at a time for 2 or 3, with the next tile's rows prefetched.
+// Same operations per output as every other tile shape, so bit-identical to vec_dot.
+template <typename F, int RX, typename Acts>
+void legacy_rows_small(int64_t n, const uint8_t* w, size_t ws, int64_t nw, const Acts& acts, float* y, size_t ys) {
+  constexpr int kRW = RX == 1 ? 8 : 4;
+  int64_t r = 0;
+  for (; r + kRW <= nw; r += kRW) legacy_tile<F, kRW, RX, Acts, true>(n, w + size_t(r) * ws, ws, acts, y + r, ys);
+  if (kRW == 8 && r + 4 <= nw) {
+    legacy_tile<F, 4, RX, Acts, true>(n, w + size_t(r) * ws, ws, acts, y + r, ys);
+    r += 4;
+  }
+  for (; r < nw; ++r) legacy_tile<F, 1, RX>(n, w + size_t(r) * ws, ws, acts, y + r, ys);
+}
+
 template <typename F, typename Acts>
 void legacy_rows_rx(int rx, int64_t n, const uint8_t* w, size_t ws, int64_t nw, const Acts& acts, float* y,
                     size_t ys) {
   switch (rx) {
     case 4: return legacy_rows<F, 4>(n, w, ws, nw, acts, y, ys);
-    case 3: return legacy_rows<F, 3>(n, w, ws, nw, acts, y, ys);
-    case 2: return legacy_rows<F, 2>(n, w, ws, nw, acts, y, ys);
-    default: return legacy_rows<F, 1>(n, w, ws, nw, acts, y, ys);
+    case 3: return legacy_rows_small<F, 3>(n, w, ws, nw, acts, y, ys);
+    case 2: return legacy_rows_small<F, 2>(n, w, ws, nw, acts, y, ys);
+    default: return legacy_rows_small<F, 1>(n, w, ws, nw, acts, y, ys);
   }
 }
 
@@ -342,22 +374,30 @@ void legacy_gemm(int64_t n, const uint8_t* w, size_t ws, int64_t nw, const uint8
   }
 }
 
-template <typename F, int RW, int RX>
+template <typename F, int RW, int RX, bool kPrefetch = false>
 void kquant_rows(int64_t n, const uint8_t* w, size_t ws, int64_t nw, const uint8_t* x, size_t xs, float* y,
                  size_t ys) {
   int64_t r = 0;
-  for (; r + RW <= nw; r += RW) kquant_tile<F, RW, RX>(n, w + size_t(r) * ws, ws, x, xs, y + r, ys);
+  for (; r + RW <= nw; r += RW) kquant_tile<F, RW, RX, kPrefetch>(n, w + size_t(r) * ws, ws, x, xs, y + r, ys);
   for (; r < nw; ++r) kquant_tile<F, 1, RX>(n, w + size_t(r) * ws, ws, x, xs, y + r, ys);
 }
 
-// Covers nw x nx outputs with 4 x 4 tiles (4 x 1 for leftover activation rows, 1 x RX for
-// leftover weight rows).
+// Covers nw x nx outputs with 4 x 4 tiles, then the 1 to 3 leftover activation rows with one
+// 4 x (1..3) tile each (so a decoded weight super-block serves all of them), 1 x RX for leftover
+// weight rows. The leftover pass is the whole call for decode (nx <= 3) and prefetches.
 template <typename F>
 void kquant_gemm(int64_t n, const uint8_t* w, size_t ws, int64_t nw, const uint8_t* x, size_t xs, int64_t nx,
                  float* y, size_t ys) {
   int64_t i = 0;
   for (; i + 4 <= nx; i += 4) kquant_rows<F, 4, 4>(n, w, ws, nw, x + size_t(i) * xs, xs, y + size_t(i) * ys, ys);
-  for (; i < nx; ++i) kquant_rows<F, 4, 1>(n, w, ws, nw, x + size_t(i) * xs, xs, y + size_t(i) * ys, ys);
+  const uint8_t* xi = x + size_t(i) * xs;
+  float* yi = y + size_t(i) * ys;
+  switch (nx - i) {
+    case 3: return kquant_rows<F, 4, 3, true>(n, w, ws, nw, xi, xs, yi, ys);
+    case 2: return kquant_rows<F, 4, 2, true>(n, w, ws, nw, xi, xs, yi, ys);
+    case 1: return kquant_rows<F, 4, 1, true>(n, w, ws, nw, xi, xs, yi, ys);
+    default: return;
+  }
 }
 
 template <typename F>
@@ -381,6 +421,63 @@ float dot(int64_t n, const void* w, const void* x) {
   return r;
 }
 
+// ---- activation quantizers (KernelTable::quantize_act), bit-identical to tensor/quants.h ----
+//
+// quantize_row_q8_0 / quantize_row_q8_K with the max-abs search in registers instead of a libm
+// fmaxf call per element. Bit-identical because every step is the same IEEE operation: max of
+// |x| is exact whatever the order, d / id / iscale are the same scalar divisions, x * id is one
+// rounded product, and vcvtps2dq rounds half to even under the default MXCSR exactly as
+// nearbyint does under the default FP environment. (NaN inputs may differ; none reach here.)
+
+// 32 floats -> one q8_0 block.
+void quantize_q8_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+    y[b].d = uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT), 0));
+  }
+}
+
+// 256 floats -> one q8_K block. Each zmm of 16 floats is exactly one bsums group.
+void quantize_q8_K(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    __m512 m = _mm512_setzero_ps();
+    for (int g = 0; g < 16; ++g) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * g)));
+    const float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+      std::memset(&y[b], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    // The signed value of the first element of largest magnitude (the reference keeps the first
+    // on ties: its comparison is strict).
+    int first = 0;
+    for (int g = 0; g < 16; ++g) {
+      const __mmask16 hit =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * g)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit != 0) {
+        first = 16 * g + __builtin_ctz(unsigned(hit));
+        break;
+      }
+    }
+    const float iscale = -127.0f / x[first];
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int g = 0; g < 16; ++g) {
+      const __m512i v = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * g))),
+                                         _mm512_set1_epi32(127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g), _mm512_cvtsepi32_epi8(v));
+      y[b].bsums[g] = int16_t(_mm512_reduce_add_epi32(v));
+    }
+    y[b].d = 1.0f / iscale;
+  }
+}
+
 template <typename F>
 void set(KernelTable* t, GgmlType type) {
   t->vec_dot[int(type)] = dot<F>;
@@ -396,6 +493,8 @@ void fill_avx512_kernels(KernelTable* t) {
   set<Q5_0Format>(t, GgmlType::Q5_0);
   set<Q4_KFormat>(t, GgmlType::Q4_K);
   set<Q6_KFormat>(t, GgmlType::Q6_K);
+  t->quantize_act[int(GgmlType::Q8_0)] = quantize_q8_0;
+  t->quantize_act[int(GgmlType::Q8_K)] = quantize_q8_K;
 }
 
 }  // namespace kvserve

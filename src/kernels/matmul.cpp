@@ -12,6 +12,9 @@
 // into tiles of ~kGemmTileBytes of weight rows and handed to it with up to kGemmActRows activation
 // rows at a time; the kernel blocks both in registers (4 weight rows x 4 activation rows share
 // each loaded block) and is bit-identical to its table's vec_dot, so the same guarantees hold.
+// Decode-sized calls (m <= 3) give the kernel a thread's whole range at once (its small-batch
+// path takes 8 or 4 weight rows per pass and prefetches), and split small matrices evenly, one
+// chunk per thread, in multiples of 8 rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +33,15 @@ constexpr size_t kTileBytes = 16 * 1024;       // weight bytes per tile (fits L1
 constexpr size_t kGemmTileBytes = 32 * 1024;   // weight bytes per GEMM tile (L1 on current x86 cores)
 constexpr int64_t kGemmActRows = 64;           // activation rows per GEMM call (~40 KiB of q8_0 at 576 cols: L2)
 constexpr int64_t kMinParallelWork = 1 << 16;  // multiply-adds below which threads cost more than they save
+// Decode-sized calls (m <= kSmallBatch): the GEMM kernel streams the whole row range in one call
+// (its small-batch path reads each weight byte once for all m rows anyway) and ...
+constexpr int64_t kSmallBatch = 3;
+// ... if the matrix is at most this big, each thread gets one equal chunk: a decode op lasts tens of
+// microseconds, where finer chunks only add claims and waiting on the last one.
+constexpr size_t kEvenSplitBytes = size_t(4) << 20;
+// Rows are handed to threads in whole multiples of this (the widest GEMM tile), so no thread's
+// range ends in a narrow remainder tile except the matrix's last.
+constexpr int64_t kRowUnit = 8;
 
 [[noreturn]] void fail(const char* what, const WeightMatrix& w) {
   std::fprintf(stderr, "kvserve: %s (type %s, %lld x %lld)\n", what, ggml_type_name(w.type),
@@ -52,88 +64,158 @@ uint8_t* activation_scratch(size_t bytes) {
 
 }  // namespace
 
+namespace {
+
+// Converts m activation rows of n floats for weight type `type` (once per call) and returns them;
+// *x_stride gets the bytes per converted row. F32 activations are used in place.
+const uint8_t* convert_activations(const KernelTable& kernels, GgmlType type, const float* x, int64_t m,
+                                   int64_t n, ThreadPool* pool, bool parallel, size_t* x_stride) {
+  if (activation_type(type) == GgmlType::F32) {
+    *x_stride = size_t(n) * sizeof(float);
+    return reinterpret_cast<const uint8_t*>(x);
+  }
+  const size_t xs = activation_row_bytes(type, n);
+  *x_stride = xs;
+  uint8_t* buf = activation_scratch(xs * size_t(m));
+  // The table's wide quantizer when it has one (bit-identical to convert_activation_row).
+  const QuantizeActFn quantize = kernels.quantize_act[int(activation_type(type))];
+  auto convert = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (quantize != nullptr) {
+        quantize(x + i * n, buf + size_t(i) * xs, n);
+      } else {
+        convert_activation_row(type, x + i * n, buf + size_t(i) * xs, n);
+      }
+    }
+  };
+  if (parallel && m >= 4) {
+    pool->parallel_for(m, convert);
+  } else {
+    convert(0, m, 0);
+  }
+  return buf;
+}
+
+// y[i][r] for every activation row i < m and weight rows r in [r0, r1) of w (xq: converted rows,
+// x_stride bytes apart; y: [m][w.rows]). Which rows a call covers never changes a result.
+void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint8_t* xq, size_t x_stride,
+                   int64_t m, float* y, int64_t r0, int64_t r1) {
+  const int64_t n = w.cols, rows = w.rows;
+  const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+  if (const GemmFn gemm = kernels.gemm[int(w.type)]) {
+    // Register-tiled kernel: a tile of weight rows (~kGemmTileBytes, stays in L1/L2) meets the
+    // activation rows kGemmActRows at a time; the kernel reuses each loaded weight block for
+    // several activation rows and each activation block for several weight rows. Decode-sized
+    // calls hand over the whole range (the kernel's small-batch path streams it once).
+    const int64_t tile = m <= kSmallBatch ? r1 - r0
+                                          : std::max<int64_t>(4, int64_t(kGemmTileBytes / w.row_bytes) & ~int64_t(3));
+    for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+      const int64_t nw = std::min(r1, t0 + tile) - t0;
+      for (int64_t i = 0; i < m; i += kGemmActRows) {
+        const int64_t nx = std::min(m, i + kGemmActRows) - i;
+        gemm(n, wdata + size_t(t0) * w.row_bytes, w.row_bytes, nw, xq + size_t(i) * x_stride, x_stride, nx,
+             y + i * rows + t0, size_t(rows));
+      }
+    }
+    return;
+  }
+  const VecDotFn dot = kernels.vec_dot[int(w.type)];
+  const int64_t tile = std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
+  const VecDotMultiFn dot_multi = kernels.vec_dot_multi[int(w.type)];
+  const int64_t m_multi = dot_multi != nullptr ? m - m % kRowsPerMultiDot : 0;
+  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+    const int64_t t1 = std::min(r1, t0 + tile);
+    // Groups of activation rows share one decode of each weight row ...
+    for (int64_t i = 0; i < m_multi; i += kRowsPerMultiDot) {
+      const uint8_t* xi = xq + size_t(i) * x_stride;
+      float* yi = y + i * rows;
+      for (int64_t r = t0; r < t1; ++r) dot_multi(n, wdata + size_t(r) * w.row_bytes, xi, x_stride, yi + r, size_t(rows));
+    }
+    // ... and the rest go one by one (bit-identical by the VecDotMultiFn contract).
+    for (int64_t i = m_multi; i < m; ++i) {
+      const void* xi = xq + size_t(i) * x_stride;
+      float* yi = y + i * rows;
+      for (int64_t r = t0; r < t1; ++r) yi[r] = dot(n, wdata + size_t(r) * w.row_bytes, xi);
+    }
+  }
+}
+
+// Threads take weight rows in units of kRowUnit for GEMM types (whole tiles), single rows otherwise.
+int64_t row_unit(const KernelTable& kernels, GgmlType t) { return kernels.gemm[int(t)] != nullptr ? kRowUnit : 1; }
+
+// One equal chunk per thread for decode-sized calls on small matrices, else the pool's default.
+int chunks_per_thread(int64_t m, size_t weight_bytes) {
+  return m <= kSmallBatch && weight_bytes <= kEvenSplitBytes ? 1 : ThreadPool::kDefaultChunksPerThread;
+}
+
+}  // namespace
+
 void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
                          float* y, ThreadPool* pool) {
   if (m <= 0 || w.rows <= 0) return;
   check_matrix(w);
-  const VecDotFn dot = kernels.vec_dot[int(w.type)];
-  if (dot == nullptr) fail("no kernel for weight type", w);
-
-  const int64_t n = w.cols;
-  const bool parallel = pool != nullptr && pool->num_threads() > 1 && w.rows > 1 &&
-                        w.rows * n * m >= kMinParallelWork;
-
-  // 1. Activations -> the weight type's activation encoding, once per row.
-  const uint8_t* xq;
-  size_t x_stride;
-  if (activation_type(w.type) == GgmlType::F32) {
-    xq = reinterpret_cast<const uint8_t*>(x);
-    x_stride = size_t(n) * sizeof(float);
-  } else {
-    x_stride = activation_row_bytes(w.type, n);
-    uint8_t* buf = activation_scratch(x_stride * size_t(m));
-    auto convert = [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) convert_activation_row(w.type, x + i * n, buf + size_t(i) * x_stride, n);
-    };
-    if (parallel && m >= 4) {
-      pool->parallel_for(m, convert);
-    } else {
-      convert(0, m, 0);
-    }
-    xq = buf;
-  }
-
-  // 2. Dot products over tiles of weight rows.
-  const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+  if (kernels.vec_dot[int(w.type)] == nullptr) fail("no kernel for weight type", w);
   const int64_t rows = w.rows;
-  if (const GemmFn gemm = kernels.gemm[int(w.type)]) {
-    // Register-tiled kernel: a tile of weight rows (~kGemmTileBytes, stays in L1/L2) meets the
-    // activation rows kGemmActRows at a time; the kernel reuses each loaded weight block for
-    // several activation rows and each activation block for several weight rows.
-    const int64_t tile = std::max<int64_t>(4, int64_t(kGemmTileBytes / w.row_bytes) & ~int64_t(3));
-    auto work = [&](int64_t r0, int64_t r1, int) {
-      for (int64_t t0 = r0; t0 < r1; t0 += tile) {
-        const int64_t nw = std::min(r1, t0 + tile) - t0;
-        for (int64_t i = 0; i < m; i += kGemmActRows) {
-          const int64_t nx = std::min(m, i + kGemmActRows) - i;
-          gemm(n, wdata + size_t(t0) * w.row_bytes, w.row_bytes, nw, xq + size_t(i) * x_stride, x_stride, nx,
-               y + i * rows + t0, size_t(rows));
-        }
-      }
-    };
-    if (parallel) {
-      pool->parallel_for(rows, work);
-    } else {
-      work(0, rows, 0);
-    }
+  const bool parallel = pool != nullptr && pool->num_threads() > 1 && rows > 1 && rows * w.cols * m >= kMinParallelWork;
+  size_t x_stride = 0;
+  const uint8_t* xq = convert_activations(kernels, w.type, x, m, w.cols, pool, parallel, &x_stride);
+  if (!parallel) {
+    multiply_rows(kernels, w, xq, x_stride, m, y, 0, rows);
     return;
   }
-  const int64_t tile = std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
-  const VecDotMultiFn dot_multi = kernels.vec_dot_multi[int(w.type)];
-  const int64_t m_multi = dot_multi != nullptr ? m - m % kRowsPerMultiDot : 0;
-  auto work = [&](int64_t r0, int64_t r1, int) {
-    for (int64_t t0 = r0; t0 < r1; t0 += tile) {
-      const int64_t t1 = std::min(r1, t0 + tile);
-      // Groups of activation rows share one decode of each weight row ...
-      for (int64_t i = 0; i < m_multi; i += kRowsPerMultiDot) {
-        const uint8_t* xi = xq + size_t(i) * x_stride;
-        float* yi = y + i * rows;
-        for (int64_t r = t0; r < t1; ++r)
-          dot_multi(n, wdata + size_t(r) * w.row_bytes, xi, x_stride, yi + r, size_t(rows));
-      }
-      // ... and the rest go one by one (bit-identical by the VecDotMultiFn contract).
-      for (int64_t i = m_multi; i < m; ++i) {
-        const void* xi = xq + size_t(i) * x_stride;
-        float* yi = y + i * rows;
-        for (int64_t r = t0; r < t1; ++r) yi[r] = dot(n, wdata + size_t(r) * w.row_bytes, xi);
-      }
-    }
-  };
-  if (parallel) {
-    pool->parallel_for(rows, work);
-  } else {
-    work(0, rows, 0);
+  const int64_t unit = row_unit(kernels, w.type);
+  pool->parallel_for(
+      (rows + unit - 1) / unit,
+      [&](int64_t u0, int64_t u1, int) {
+        multiply_rows(kernels, w, xq, x_stride, m, y, u0 * unit, std::min(rows, u1 * unit));
+      },
+      unit == 1 ? ThreadPool::kDefaultChunksPerThread : chunks_per_thread(m, size_t(rows) * w.row_bytes));
+}
+
+void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
+                               int64_t m, float* const* ys, ThreadPool* pool) {
+  if (m <= 0 || count <= 0) return;
+  bool shared = true;  // one conversion and one row unit fit all matrices
+  for (int j = 0; j < count; ++j) {
+    check_matrix(ws[j]);
+    if (kernels.vec_dot[int(ws[j].type)] == nullptr) fail("no kernel for weight type", ws[j]);
+    shared = shared && ws[j].cols == ws[0].cols && activation_type(ws[j].type) == activation_type(ws[0].type) &&
+             row_unit(kernels, ws[j].type) == row_unit(kernels, ws[0].type);
   }
+  if (!shared || pool == nullptr || pool->num_threads() <= 1) {
+    for (int j = 0; j < count; ++j) matmul_with_kernels(kernels, ws[j], x, m, ys[j], pool);
+    return;
+  }
+  // Units (kRowUnit rows, or single rows) of all matrices, numbered matrix after matrix:
+  // first_unit[j] is matrix j's first (count + 1 entries, at most kMaxMulti matrices).
+  constexpr int kMaxMulti = 8;
+  if (count > kMaxMulti) fail("matmul_multi: too many matrices", ws[0]);
+  const int64_t unit = row_unit(kernels, ws[0].type);
+  int64_t first_unit[kMaxMulti + 1] = {0};
+  size_t bytes = 0;
+  for (int j = 0; j < count; ++j) {
+    first_unit[j + 1] = first_unit[j] + (ws[j].rows + unit - 1) / unit;
+    bytes += size_t(ws[j].rows) * ws[j].row_bytes;
+  }
+  size_t x_stride = 0;
+  const uint8_t* xq = convert_activations(kernels, ws[0].type, x, m, ws[0].cols, pool, true, &x_stride);
+  pool->parallel_for(
+      first_unit[count],
+      [&](int64_t u0, int64_t u1, int) {
+        // The chunk [u0, u1) may span several matrices: one multiply_rows per piece.
+        for (int j = 0; j < count && u0 < u1; ++j) {
+          if (u0 >= first_unit[j + 1]) continue;
+          const int64_t e = std::min(u1, first_unit[j + 1]);
+          multiply_rows(kernels, ws[j], xq, x_stride, m, ys[j], (u0 - first_unit[j]) * unit,
+                        std::min(ws[j].rows, (e - first_unit[j]) * unit));
+          u0 = e;
+        }
+      },
+      unit == 1 ? ThreadPool::kDefaultChunksPerThread : chunks_per_thread(m, bytes));
+}
+
+void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool) {
+  matmul_multi_with_kernels(active_kernels(), ws, count, x, m, ys, pool);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool* pool) {

@@ -37,6 +37,16 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPo
 void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
                          float* y, ThreadPool* pool);
 
+// Several matrices applied to the same input in one pass of the thread pool (one barrier instead
+// of `count`): ys[j] = x * ws[j]^T exactly as matmul(ws[j], x, m, ys[j], pool) computes it, bit for
+// bit. For the projections that share an input: wq/wk/wv after the attention norm, gate/up
+// after the FFN norm. count <= 8; ys[j] is [m][ws[j].rows] and must not alias x or another ys.
+// When the matrices differ in cols or activation encoding, or pool is null, it is simply one
+// matmul per matrix.
+void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool);
+void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
+                               int64_t m, float* const* ys, ThreadPool* pool);
+
 // Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
 // Aborts on an id outside [0, w.rows).
 void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);

@@ -41,6 +41,11 @@ constexpr int kRowsPerMultiDot = 4;
 using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nw, const void* x, size_t x_stride,
                         int64_t nx, float* y, size_t y_stride);
 
+// Converts one f32 activation row of n elements into an activation encoding (q8_0, q8_K), bit for
+// bit as convert_activation_row does (the golden logits depend on the exact rounding); a table
+// entry exists only so that the conversion can use wide registers.
+using QuantizeActFn = void (*)(const float* x, void* dst, int64_t n);
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 constexpr int kNumTypeIds = 40;  // ggml type ids are < 40
@@ -51,6 +56,9 @@ struct KernelTable {
   VecDotFn vec_dot[kNumTypeIds];             // indexed by weight type id; null = unsupported
   VecDotMultiFn vec_dot_multi[kNumTypeIds];  // optional (null = use vec_dot row by row)
   GemmFn gemm[kNumTypeIds];                  // optional; preferred over vec_dot_multi when set
+  // Indexed by *activation* type id (activation_type(weight)); optional (null = the portable
+  // convert_activation_row).
+  QuantizeActFn quantize_act[kNumTypeIds];
 };
 
 // The activation encoding a weight type is multiplied with (see the table above).

@@ -248,9 +248,12 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
     const LayerWeights& L = w.layers[size_t(l)];
     // --- attention sub-layer ---
     for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.attn_norm.data(), E, hp.rms_eps, h + t * E);
-    matmul(L.wq, h, T, q_.data(), &pool_);
-    matmul(L.wk, h, T, k_.data(), &pool_);
-    matmul(L.wv, h, T, v_.data(), &pool_);
+    {
+      // One activation conversion and one pool pass for the three projections of h.
+      const WeightMatrix qkv[3] = {L.wq, L.wk, L.wv};
+      float* const outs[3] = {q_.data(), k_.data(), v_.data()};
+      matmul_multi(qkv, 3, h, T, outs, &pool_);
+    }
     for (int64_t t = 0; t < T; ++t) {
       float* q = &q_[size_t(t * hp.q_dim())];
       float* k = &k_[size_t(t * hp.kv_dim())];
@@ -276,8 +279,11 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
 
     // --- feed-forward sub-layer (SwiGLU) ---
     for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), E, hp.rms_eps, h + t * E);
-    matmul(L.w_gate, h, T, gate_.data(), &pool_);
-    matmul(L.w_up, h, T, up_.data(), &pool_);
+    {
+      const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
+      float* const outs[2] = {gate_.data(), up_.data()};
+      matmul_multi(gate_up, 2, h, T, outs, &pool_);
+    }
     swiglu(gate_.data(), up_.data(), T * hp.n_ff, gate_.data());
     matmul(L.w_down, gate_.data(), T, h, &pool_);
     for (int64_t t = 0; t < T; ++t) add(x + t * E, h + t * E, E, x + t * E);

@@ -23,7 +23,12 @@ inline int round_even(float v) { return int(std::nearbyint(v)); }
 // amax of 32 floats and the q values; returns the unrounded scale d = amax / 127.
 inline float quantize_block32(const float* x, int8_t* q) {
   float amax = 0.0f;
-  for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  // A plain comparison (not std::fmax, which GCC leaves as a libm call): same result for finite
+  // values, and the loop vectorizes.
+  for (int j = 0; j < kQK; ++j) {
+    const float a = std::fabs(x[j]);
+    amax = a > amax ? a : amax;
+  }
   const float d = amax / 127.0f;
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   for (int j = 0; j < kQK; ++j) q[j] = int8_t(round_even(x[j] * id));

@@ -11,9 +11,6 @@ namespace kvserve {
 
 namespace {
 
-// Chunks per thread: enough that a descheduled thread's share is taken over by the others, few
-// enough that the per-chunk cost (one compare-exchange, one std::function call) stays negligible.
-constexpr int64_t kChunksPerThread = 4;
 // How long an idle worker keeps polling before it sleeps: longer than the gap between two ops of
 // one forward pass (rmsnorm, rope, ... take microseconds), short enough not to burn a core
 // between requests.
@@ -72,13 +69,18 @@ void ThreadPool::run_chunks(int thread_index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
+// Default chunks per thread (kDefaultChunksPerThread): enough that a descheduled thread's share is
+// taken over by the others, few enough that the per-chunk cost (one compare-exchange, one
+// std::function call, one done count) stays negligible.
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                              int chunks_per_thread) {
   if (n <= 0) return;
   if (num_threads_ <= 1 || n == 1) {
     fn(0, n, 0);
     return;
   }
-  const int64_t chunks = std::min<int64_t>({n, int64_t(num_threads_) * kChunksPerThread, 0xFFFF});
+  const int64_t per_thread = std::max(1, chunks_per_thread);
+  const int64_t chunks = std::min<int64_t>({n, int64_t(num_threads_) * per_thread, 0xFFFF});
   job_fn_.store(&fn, std::memory_order_relaxed);
   job_n_.store(n, std::memory_order_relaxed);
   done_chunks_.store(0, std::memory_order_relaxed);

@@ -6,7 +6,7 @@
 // (kSpin in the .cpp) and only then sleep on it (C++20 atomic wait, a futex on Linux). The caller
 // wakes sleepers only when there are any, so the hot path makes no system call.
 //
-// Work split: [0, n) is cut into up to kChunksPerThread chunks per thread, claimed one at a time
+// Work split: [0, n) is cut into up to chunks_per_thread (default 4) chunks per thread, claimed one at a time
 // through one atomic word by whichever threads are running (the caller included, as thread 0).
 // The caller waits for the chunks, not for the workers: a worker that the OS has not scheduled yet
 // simply finds nothing left to claim, so on a busy machine one descheduled thread does not stall
@@ -34,7 +34,13 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) over disjoint chunks covering [0, n). Blocks until all
   // chunks are done. Not reentrant: call from one thread at a time.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
+  // chunks_per_thread (default kDefaultChunksPerThread) sets how finely [0, n) is cut: 1 gives
+  // every thread one chunk of equal size, the least claiming and waiting for short ops whose
+  // threads all run (a chunk whose thread is late is still claimed by whoever is free, the caller
+  // included); more chunks balance better when threads are descheduled or chunks are uneven.
+  static constexpr int kDefaultChunksPerThread = 4;
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                    int chunks_per_thread = kDefaultChunksPerThread);
 
   static int default_threads();
 

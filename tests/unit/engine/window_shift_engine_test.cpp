@@ -137,7 +137,9 @@ TEST(EngineShift, ConcurrentAndSharedPrefixesShiftLikeSoloRuns) {
       const RequestResult r = hs[i]->wait();
       EXPECT_EQ(r.tokens, want[i + 1]) << "prompt " << i + 1;
       EXPECT_GT(r.context_shifts, 0);
-      if (i == 0) EXPECT_EQ(r.cached_tokens >= 32, prefix);
+      if (i == 0) {
+        EXPECT_EQ(r.cached_tokens >= 32, prefix);
+      }
     }
     for (int i = 0; i < 200 && e->stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(5ms);
     EXPECT_EQ(e->stats().kv_blocks_used, 0);

@@ -59,7 +59,9 @@ TEST_P(GemmTest, TilesAreBitIdenticalToVecDot) {
     if (k.gemm[int(t)] == nullptr) continue;
     for (int64_t cols : {32, 96, 576, 800, 256, 1536, 6176}) {  // legacy: 1, 3, 18, 25, 193 blocks
       if (cols % ggml_block_size(t) != 0) continue;
-      const int64_t rows = 9, m = 7;
+      // 13 weight rows: 8 + 4 + 1 (the decode tiles) and every shorter remainder; 7 activation
+      // rows: a 4-row group plus 1..3 (the small-batch path).
+      const int64_t rows = 13, m = 7;
       const auto w = random_rows(t, rows, cols, uint32_t(cols) + uint32_t(t));
       const auto x = random_activations(m, cols, uint32_t(cols));
       const size_t xs = activation_row_bytes(t, cols), ws = ggml_row_size(t, cols);
