@@ -79,6 +79,76 @@ void ForwardPass::store_kv(const ForwardBatch& batch, int layer) {
   }
 }
 
+int64_t ForwardPass::item_end(int64_t i) const {
+  return token_pos_[size_t(i / model_.hparams().n_head_kv)] + 1;
+}
+
+const SeqChunk& ForwardPass::item_chunk(const ForwardBatch& batch, int64_t i) const {
+  return batch.chunks[size_t(token_chunk_[size_t(i / model_.hparams().n_head_kv)])];
+}
+
+int64_t ForwardPass::item_first(const ForwardBatch& batch, int64_t i) const {
+  const int64_t w = item_chunk(batch, i).window;
+  return w > 0 ? std::max<int64_t>(0, item_end(i) - w) : int64_t(0);
+}
+
+// Work is cut into units, one per (item, kAttentionChunk chunk of its positions), merged per
+// item left to right exactly as attention_group_range merges them, so every path gives
+// bit-identical results:
+//  - few items (decode of a few sequences, where a long context makes attention dominate):
+//    units spread the positions of each item over every thread;
+//  - prefill: the tokens of one sequence chunk that all cover the same whole chunk of positions
+//    share its K/V reads (query_groups_): up to kQueryTokens tokens' queries are stacked as one
+//    group of heads, and each token's state is scattered to its unit. Per-head arithmetic does
+//    not depend on the heads computed alongside, so this equals the token-by-token result;
+//  - otherwise one task per item (attn_units_ false).
+// The plan depends on the batch only, so run() makes it once for every layer.
+void ForwardPass::plan_attention(const ForwardBatch& batch) {
+  const int64_t nkv = model_.hparams().n_head_kv;
+  const int64_t items = int64_t(batch.tokens.size()) * nkv;
+  constexpr int64_t C = kAttentionChunk;
+  constexpr int64_t kItemsPerThread = 4;
+  attn_few_ = items < int64_t(pool_.num_threads()) * kItemsPerThread;
+  attn_units_ = false;
+  query_groups_.clear();
+  if (!attn_few_) {
+    int64_t t0 = 0;  // batch index of the sequence chunk's first token
+    for (const SeqChunk& c : batch.chunks) {
+      const int64_t n = c.num_tokens;
+      // Chunk a is whole for token k (position start_pos + k) when (a + 1) * C <= position + 1
+      // and, with a window, the window starts at or before a * C: a contiguous run of tokens.
+      for (int64_t a = 0; n >= 2 && (a + 1) * C <= c.start_pos + n; ++a) {
+        const int64_t lo = std::max<int64_t>(0, (a + 1) * C - 1 - c.start_pos);
+        const int64_t hi = c.window > 0 ? std::min<int64_t>(n, a * C + c.window - c.start_pos) : n;
+        if (hi - lo < 2) continue;
+        for (int64_t h = 0; h < nkv; ++h)
+          for (int64_t k = lo; k < hi; k += kQueryTokens)
+            query_groups_.push_back({int32_t(h), a, t0 + k, t0 + std::min(hi, k + kQueryTokens)});
+      }
+      t0 += n;
+    }
+    if (query_groups_.empty()) return;
+  }
+  int64_t units = 0;
+  unit_first_.resize(size_t(items) + 1);
+  for (int64_t i = 0; i < items; ++i) {
+    unit_first_[size_t(i)] = units;
+    units += attention_num_chunks(item_first(batch, i), item_end(i));
+  }
+  unit_first_[size_t(items)] = units;
+  if (attn_few_ && units <= items) return;  // no item has more than one chunk
+  attn_units_ = true;
+  unit_grouped_.assign(size_t(units), 0);
+  for (const QueryGroup& g : query_groups_)
+    for (int64_t t = g.t_begin; t < g.t_end; ++t) {
+      const int64_t i = t * nkv + g.kv_head;
+      unit_grouped_[size_t(unit_first_[size_t(i)] + g.chunk - item_first(batch, i) / C)] = 1;
+    }
+  unit_single_.clear();
+  for (int64_t u = 0; u < units; ++u)
+    if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
+}
+
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   const ModelHparams& hp = model_.hparams();
   const int64_t T = int64_t(batch.tokens.size());
@@ -93,81 +163,23 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   auto item_offset = [&](int64_t i) {
     return size_t((i / nkv) * hp.q_dim() + (i % nkv) * group * hp.head_dim);
   };
-  auto item_positions = [&](int64_t i) { return token_pos_[size_t(i / nkv)] + 1; };
-  auto item_chunk = [&](int64_t i) -> const SeqChunk& { return batch.chunks[size_t(token_chunk_[size_t(i / nkv)])]; };
-  auto item_table = [&](int64_t i) { return item_chunk(i).block_table; };
-  // First position item i attends to (its window's start).
-  auto item_first = [&](int64_t i) {
-    const int64_t w = item_chunk(i).window;
-    return w > 0 ? std::max<int64_t>(0, item_positions(i) - w) : int64_t(0);
-  };
-  auto whole_item = [&](int64_t i) {
-    const size_t off = item_offset(i);
-    paged_attention_group(kv_, layer, item_table(i), item_first(i), item_positions(i), int(i % nkv), &q_[off], group,
-                          scale, &attn_[off]);
-  };
-
-  // Work is cut into units, one per (item, kAttentionChunk chunk of its positions), merged per
-  // item left to right exactly as attention_group_range merges them, so every path below gives
-  // bit-identical results:
-  //  - few items (decode of a few sequences, where a long context makes attention dominate):
-  //    units spread the positions of each item over every thread;
-  //  - prefill: the tokens of one sequence chunk that all cover the same whole chunk of positions
-  //    share its K/V reads (query_groups_): up to kQueryTokens tokens' queries are stacked as one
-  //    group of heads, and each token's state is scattered to its unit. Per-head arithmetic does
-  //    not depend on the heads computed alongside, so this equals the token-by-token result.
-  constexpr int64_t kItemsPerThread = 4;
-  const bool few = items < int64_t(pool_.num_threads()) * kItemsPerThread;
-  query_groups_.clear();
-  if (!few) {
-    int64_t t0 = 0;  // batch index of the sequence chunk's first token
-    for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
-      const SeqChunk& c = batch.chunks[ci];
-      const int64_t n = c.num_tokens;
-      // Chunk a is whole for token k (position start_pos + k) when (a + 1) * C <= position + 1
-      // and, with a window, the window starts at or before a * C: a contiguous run of tokens.
-      for (int64_t a = 0; n >= 2 && (a + 1) * C <= c.start_pos + n; ++a) {
-        const int64_t lo = std::max<int64_t>(0, (a + 1) * C - 1 - c.start_pos);
-        const int64_t hi = c.window > 0 ? std::min<int64_t>(n, a * C + c.window - c.start_pos) : n;
-        if (hi - lo < 2) continue;
-        for (int64_t h = 0; h < nkv; ++h)
-          for (int64_t k = lo; k < hi; k += kQueryTokens)
-            query_groups_.push_back({int32_t(h), a, t0 + k, t0 + std::min(hi, k + kQueryTokens)});
-      }
-      t0 += n;
-    }
-    if (query_groups_.empty()) {
-      pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) whole_item(i);
-      });
-      return;
-    }
-  }
-  int64_t units = 0;
-  unit_first_.resize(size_t(items) + 1);
-  for (int64_t i = 0; i < items; ++i) {
-    unit_first_[size_t(i)] = units;
-    units += attention_num_chunks(item_first(i), item_positions(i));
-  }
-  unit_first_[size_t(items)] = units;
-  if (few && units <= items) {  // no item has more than one chunk
+  auto item_table = [&](int64_t i) { return item_chunk(batch, i).block_table; };
+  if (!attn_units_) {
     pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) whole_item(i);
+      for (int64_t i = begin; i < end; ++i) {
+        const size_t off = item_offset(i);
+        paged_attention_group(kv_, layer, item_table(i), item_first(batch, i), item_end(i), int(i % nkv), &q_[off],
+                              group, scale, &attn_[off]);
+      }
     });
     return;
   }
   // The unit of item i for absolute chunk a (positions [a * C, (a + 1) * C)).
-  auto unit_of = [&](int64_t i, int64_t a) { return unit_first_[size_t(i)] + a - item_first(i) / C; };
-  unit_grouped_.assign(size_t(units), 0);
-  for (const QueryGroup& g : query_groups_)
-    for (int64_t t = g.t_begin; t < g.t_end; ++t) unit_grouped_[size_t(unit_of(t * nkv + g.kv_head, g.chunk))] = 1;
-  unit_single_.clear();
-  for (int64_t u = 0; u < units; ++u)
-    if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
-
+  auto unit_of = [&](int64_t i, int64_t a) { return unit_first_[size_t(i)] + a - item_first(batch, i) / C; };
   // attn_partials_: [units][pf], item i's chunk c at unit unit_first_[i] + c.
   const int hd = hp.head_dim;
   const size_t pf = attention_partial_floats(group, hd);
+  const int64_t units = unit_first_[size_t(items)];
   if (attn_partials_.size() < size_t(units) * pf) attn_partials_.resize(size_t(units) * pf);
   const int64_t num_groups = int64_t(query_groups_.size());
   pool_.parallel_for(num_groups + int64_t(unit_single_.size()), [&](int64_t begin, int64_t end, int) {
@@ -197,9 +209,9 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
       }
       const int64_t u = unit_single_[size_t(w - num_groups)];
       const int64_t i = std::upper_bound(unit_first_.begin(), unit_first_.end(), u) - unit_first_.begin() - 1;
-      const int64_t c = u - unit_first_[size_t(i)], first = item_first(i);
+      const int64_t c = u - unit_first_[size_t(i)], first = item_first(batch, i);
       const PagedKvView view = paged_kv_view(kv_, layer, item_table(i));
-      attention_partial(view, attention_chunk_begin(first, c), attention_chunk_end(first, item_positions(i), c),
+      attention_partial(view, attention_chunk_begin(first, c), attention_chunk_end(first, item_end(i), c),
                         int(i % nkv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
     }
   });
@@ -212,7 +224,7 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
     }
   };
   // A few items merge in less time than waking the pool takes (decode: one barrier fewer per layer).
-  if (few) {
+  if (attn_few_) {
     merge_items(0, items, 0);
   } else {
     pool_.parallel_for(items, merge_items);
@@ -238,6 +250,7 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
         token_chunk_[size_t(t)] = int32_t(ci);
       }
   }
+  plan_attention(batch);
 
   const int64_t E = hp.n_embd;
   float* x = x_.data();

@@ -46,7 +46,14 @@ class ForwardPass {
  private:
   Status validate(const ForwardBatch& batch) const;
   void ensure_workspace(int64_t num_tokens, int64_t num_out);
+  // How attention_layer splits this batch's work (the same for every layer).
+  void plan_attention(const ForwardBatch& batch);
   void attention_layer(const ForwardBatch& batch, int layer);
+  // Work item i = (token i / n_head_kv, KV head i % n_head_kv): its chunk, the end and the
+  // first position of what it attends to.
+  const SeqChunk& item_chunk(const ForwardBatch& batch, int64_t i) const;
+  int64_t item_end(int64_t i) const;
+  int64_t item_first(const ForwardBatch& batch, int64_t i) const;
   void store_kv(const ForwardBatch& batch, int layer);
 
   const Model& model_;
@@ -84,6 +91,8 @@ class ForwardPass {
   std::vector<QueryGroup> query_groups_;
   std::vector<uint8_t> unit_grouped_;
   std::vector<int64_t> unit_single_;
+  bool attn_few_ = false;    // fewer items than 4 per thread
+  bool attn_units_ = false;  // the unit path (else one task per item)
 };
 
 }  // namespace kvserve
