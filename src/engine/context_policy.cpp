@@ -29,6 +29,22 @@ Expected<int64_t> shift_discard(int64_t ctx, int64_t n_keep, int block_size) {
   return d;
 }
 
+Expected<ContextPlan> plan_context(ContextOverflow p, int64_t window_flag, int64_t model_window, int64_t ctx,
+                                   int64_t n_keep, int block_size) {
+  if (window_flag < 0) return invalid_argument("attention_window must be >= 0, got " + std::to_string(window_flag));
+  ContextPlan plan;
+  plan.window = window_flag > 0 ? window_flag : model_window;
+  if (p != ContextOverflow::kShift) return plan;
+  if (plan.window > 0)
+    return invalid_argument("context_overflow shift cannot be combined with a sliding attention window (" +
+                            std::to_string(plan.window) +
+                            (window_flag > 0 ? " tokens from attention_window)" : " tokens from the model)") +
+                            "; a window already bounds KV memory: use error or truncate with it");
+  KVS_ASSIGN_OR_RETURN(plan.discard, shift_discard(ctx, n_keep, block_size));
+  plan.keep = std::min(n_keep, ctx - plan.discard);
+  return plan;
+}
+
 Expected<int64_t> fit_prompt(ContextOverflow p, std::vector<int32_t>& prompt, int64_t max_tokens, int64_t ctx,
                              int32_t bos, int64_t n_keep) {
   const int64_t n = int64_t(prompt.size());

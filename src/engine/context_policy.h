@@ -36,4 +36,16 @@ Expected<int64_t> fit_prompt(ContextOverflow p, std::vector<int32_t>& prompt, in
 // that is less than one block (ctx too small for n_keep) or n_keep < 0.
 Expected<int64_t> shift_discard(int64_t ctx, int64_t n_keep, int block_size);
 
+// What a run (Engine or Generator) does at a full context and how far it attends.
+struct ContextPlan {
+  int64_t window = 0;   // sliding attention window, 0 for none
+  int64_t keep = 0;     // kShift: sink tokens one shift keeps
+  int64_t discard = 0;  // kShift: tokens one shift drops
+};
+// window = window_flag when > 0, else the model's own (GGUF sliding_window). invalid_argument
+// for a negative flag or n_keep, for kShift together with a window (a window already bounds KV
+// memory), and for a context too small to shift (shift_discard).
+Expected<ContextPlan> plan_context(ContextOverflow p, int64_t window_flag, int64_t model_window, int64_t ctx,
+                                   int64_t n_keep, int block_size);
+
 }  // namespace kvserve

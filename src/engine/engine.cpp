@@ -27,8 +27,6 @@ Status validate_config(const EngineConfig& c) {
   if (c.ctx < 0) return invalid_argument("ctx must be >= 0, got " + std::to_string(c.ctx));
   KVS_RETURN_IF_ERROR(parse_context_overflow(c.context_overflow).status());
   if (c.n_keep < 0) return invalid_argument("n_keep must be >= 0, got " + std::to_string(c.n_keep));
-  if (c.attention_window < 0)
-    return invalid_argument("attention_window must be >= 0, got " + std::to_string(c.attention_window));
   if (!(c.cache_pin_fraction >= 0 && c.cache_pin_fraction <= 1))
     return invalid_argument("cache_pin_fraction must be in [0, 1], got " + std::to_string(c.cache_pin_fraction));
   return Status::ok_status();
@@ -53,20 +51,20 @@ std::string describe(const CacheEvent& e) {
 // ---- creation ----
 
 Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t,
-                   KvStorage storage, int64_t context, int64_t attention_window, ContextOverflow overflow_policy,
-                   int64_t discard)
+                   KvStorage storage, int64_t context, ContextOverflow overflow_policy, const ContextPlan& plan)
     : config(cfg),
       ctx(context),
-      window(attention_window),
+      window(plan.window),
       overflow(overflow_policy),
-      shift_discard(discard),
+      shift_keep(plan.keep),
+      shift_discard(plan.discard),
       model(std::move(m)),
       tokenizer(std::move(t)),
       kv(std::move(storage)),
       queue(size_t(cfg.max_queue)),
       cache(kv.num_blocks(), kv.layout().block_size, PrefixCacheOptions{cfg.prefix_cache, cfg.cache_pin_fraction}),
-      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache, attention_window}, cache),
-      runner(*model, kv, cfg.threads, attention_window) {
+      scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache, plan.window}, cache),
+      runner(*model, kv, cfg.threads, plan.window) {
   model_name = model->hparams().name;
   if (model_name.empty()) model_name = std::filesystem::path(cfg.model_path).stem().string();
   chat_template = model->gguf().get_string_or("tokenizer.chat_template", "");
@@ -114,19 +112,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
   }
   KVS_ASSIGN_OR_RETURN(const ContextOverflow overflow, parse_context_overflow(config.context_overflow));
-  const int64_t window = config.attention_window > 0 ? config.attention_window : hp.sliding_window;
-  int64_t discard = 0;
-  if (overflow == ContextOverflow::kShift) {
-    if (window > 0)
-      return invalid_argument("context_overflow shift cannot be combined with a sliding attention window (" +
-                              std::to_string(window) +
-                              (config.attention_window > 0 ? " tokens from attention_window)" : " tokens from the model)") +
-                              "; a window already bounds KV memory: use error or truncate with it");
-    KVS_ASSIGN_OR_RETURN(discard, shift_discard(ctx, config.n_keep, layout.block_size));
-  }
+  KVS_ASSIGN_OR_RETURN(const ContextPlan plan, plan_context(overflow, config.attention_window, hp.sliding_window, ctx,
+                                                            config.n_keep, layout.block_size));
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
-  auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx, window, overflow,
-                                     discard);
+  auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx, overflow, plan);
   Impl* p = impl.get();
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   p->loop_alive = true;
@@ -436,8 +425,7 @@ void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
 }
 
 bool Engine::Impl::shift_context(ActiveRequest& a, SeqId id) {
-  const int64_t keep = std::min<int64_t>(config.n_keep, ctx - shift_discard);
-  Expected<KvShiftPlan> plan = scheduler.shift(id, keep, shift_discard);
+  Expected<KvShiftPlan> plan = scheduler.shift(id, shift_keep, shift_discard);
   if (!plan.ok()) {
     // Only copies of shared blocks can need memory; with none free the request ends here.
     KVS_WARN("request " + std::to_string(id) + ": context shift failed (" + plan.status().to_string() +
@@ -448,7 +436,7 @@ bool Engine::Impl::shift_context(ActiveRequest& a, SeqId id) {
   runner.apply_shift(*plan, cache.block_table(id));
   ++a.result.context_shifts;
   ++context_shifts_total;
-  KVS_DEBUG("request " + std::to_string(id) + ": context shift kept " + std::to_string(keep) + " tokens, dropped " +
+  KVS_DEBUG("request " + std::to_string(id) + ": context shift kept " + std::to_string(shift_keep) + " tokens, dropped " +
             std::to_string(shift_discard) + ", copied " + std::to_string(plan->copies.size()) + " slot ranges");
   return true;
 }

@@ -53,7 +53,7 @@ struct ActiveRequest {
 
 struct Engine::Impl {
   Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t, KvStorage storage,
-       int64_t context, int64_t attention_window, ContextOverflow overflow_policy, int64_t discard);
+       int64_t context, ContextOverflow overflow_policy, const ContextPlan& plan);
 
   // The loop thread body: admit → expire → schedule → run → postprocess, until shutdown.
   void loop();
@@ -76,6 +76,7 @@ struct Engine::Impl {
   const int64_t ctx;
   const int64_t window;             // sliding attention window (0: none)
   const ContextOverflow overflow;   // what happens at a full context
+  const int64_t shift_keep;         // sink tokens one shift keeps (overflow == kShift)
   const int64_t shift_discard;      // tokens one shift drops (overflow == kShift)
   BlockHash fingerprint;     // model_fingerprint(*model), computed once at load
   std::string kv_signature;  // KV element types and block size, part of every namespace

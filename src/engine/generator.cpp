@@ -47,22 +47,15 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   } else {
     KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
   }
-  if (opts.attention_window < 0) return invalid_argument("--attention-window must be >= 0");
-  const int64_t window = opts.attention_window > 0 ? opts.attention_window : hp.sliding_window;
-  int64_t discard = 0;
-  if (opts.context_overflow == ContextOverflow::kShift) {
-    if (window > 0)
-      return invalid_argument("--context-overflow shift cannot be combined with a sliding attention window (" +
-                              std::to_string(window) + " tokens)");
-    KVS_ASSIGN_OR_RETURN(discard, shift_discard(ctx, opts.n_keep, layout.block_size));
-  }
+  KVS_ASSIGN_OR_RETURN(const ContextPlan plan, plan_context(opts.context_overflow, opts.attention_window,
+                                                            hp.sliding_window, ctx, opts.n_keep, layout.block_size));
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
   return std::unique_ptr<Generator>(
-      new Generator(std::move(model), std::move(tok), std::move(kv), ctx, window, discard, opts));
+      new Generator(std::move(model), std::move(tok), std::move(kv), ctx, plan, opts));
 }
 
 Generator::Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
-                     int64_t window, int64_t discard, const GeneratorOptions& opts)
+                     const ContextPlan& plan, const GeneratorOptions& opts)
     : model_(std::move(model)),
       tokenizer_(std::move(tok)),
       kv_(std::move(kv)),
@@ -70,15 +63,15 @@ Generator::Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> to
       pool_(opts.threads),
       forward_(*model_, kv_, pool_),
       ctx_(ctx),
-      window_(window),
-      discard_(discard),
+      window_(plan.window),
+      keep_(plan.keep),
+      discard_(plan.discard),
       opts_(opts) {}
 
 Status Generator::shift(std::vector<int32_t>& tokens) {
-  const int64_t keep = std::min<int64_t>(opts_.n_keep, ctx_ - discard_);
-  KVS_ASSIGN_OR_RETURN(const KvShiftPlan plan, cache_.shift(kSeq, keep, discard_));
+  KVS_ASSIGN_OR_RETURN(const KvShiftPlan plan, cache_.shift(kSeq, keep_, discard_));
   apply_kv_shift(kv_, *model_, plan, cache_.block_table(kSeq), &pool_);
-  tokens.erase(tokens.begin() + keep, tokens.begin() + keep + discard_);
+  tokens.erase(tokens.begin() + keep_, tokens.begin() + keep_ + discard_);
   return Status::ok_status();
 }
 

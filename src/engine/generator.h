@@ -73,7 +73,7 @@ class Generator {
 
  private:
   Generator(std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tok, KvStorage kv, int64_t ctx,
-            int64_t window, int64_t discard, const GeneratorOptions& opts);
+            const ContextPlan& plan, const GeneratorOptions& opts);
   // Shifts the context of the one sequence (kShift) and drops the same tokens from `tokens`.
   Status shift(std::vector<int32_t>& tokens);
   // Runs `n` tokens of seq 0 starting at `start` (which are already in the manager's table).
@@ -88,6 +88,7 @@ class Generator {
   ForwardPass forward_;
   int64_t ctx_;
   int64_t window_;   // sliding attention window (0: none)
+  int64_t keep_;     // sink tokens one shift keeps (kShift)
   int64_t discard_;  // tokens one shift drops (kShift)
   GeneratorOptions opts_;
 };
