@@ -1,6 +1,9 @@
 // Paged attention kernels (see attention.h).
 //
-// Vector path (AVX2 + FMA + F16C, the project baseline): positions are taken in tiles of up to
+// Two vector paths, chosen once per process (attention_isa): AVX-512 (attention_avx512.cpp) where
+// the kernel table is AVX-512's, else the AVX2 one below.
+//
+// AVX2 path (AVX2 + FMA + F16C, the project baseline): positions are taken in tiles of up to
 // kTile consecutive slots of one block. f32 rows are read in place; f16, bf16, q8_0 and q4_0 rows
 // of the tile are first dequantized into kbuf/vbuf ([kTile][head_dim] f32 on the stack, so in L1)
 // and then read as f32 (one code path for every type; the conversion is a small part of the
@@ -18,12 +21,15 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_impl.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/vec_dot.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -222,9 +228,28 @@ void partial_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_he
 
 }  // namespace
 
+namespace {
+// kScalar: not pinned (follow active_kernels()).
+std::atomic<int> g_pinned_isa{int(Isa::kScalar)};
+}  // namespace
+
+Isa attention_isa() {
+  const int pinned = g_pinned_isa.load(std::memory_order_relaxed);
+  if (pinned != int(Isa::kScalar)) return Isa(pinned);
+  return active_kernels().isa == Isa::kAvx512 ? Isa::kAvx512 : Isa::kAvx2;
+}
+
+void attention_pin_isa(Isa isa) {
+  if (isa == Isa::kAvx512 && !isa_supported(Isa::kAvx512)) isa = Isa::kScalar;
+  g_pinned_isa.store(int(isa), std::memory_order_relaxed);
+}
+
 void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                        float scale, float* partial) {
   const int hd = kv.head_dim;
+  if (attention_isa() == Isa::kAvx512 &&
+      detail::attention_partial_avx512(kv, begin, end, kv_head, q, group, scale, partial))
+    return;
   if (hd % 8 != 0 || hd > kMaxVectorHeadDim) {
     partial_scalar(kv, begin, end, kv_head, q, group, scale, partial);
     return;

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/kv_quant.h"
+#include "kernels/vec_dot.h"
 
 namespace kvserve {
 
@@ -85,6 +86,14 @@ void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const
                             float scale, float* out);
 void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                                   int group, float scale, float* out);
+
+// The vector path attention_partial takes: kAvx512 where the active kernel table is AVX-512's
+// (KVSERVE_KERNELS caps it), else kAvx2. Both are exact to f32 rounding; they differ only in the
+// order of additions, and one process always uses one of them.
+Isa attention_isa();
+// Tests only: pin the path (kAvx2, or kAvx512 where the CPU has it; kScalar unpins). Not for use
+// while other threads run attention.
+void attention_pin_isa(Isa isa);
 
 // The vector path needs head_dim % 8 == 0 and head_dim <= kMaxVectorHeadDim; other head dims
 // take the scalar partial.

@@ -1,13 +1,15 @@
 // Paged attention kernels against a naive two-pass softmax in double precision, over every KV
 // element type (f32, f16, bf16, q8_0, q4_0, and K/V of different types), several lengths (inside
-// one block, across blocks and chunks, partial last block), head dims (vector path and the scalar
-// fallback; 8, 12, 64, 128 and 272) and query-head groupings, with a shuffled block table.
+// one block, across blocks and chunks, partial last block), head dims (vector paths and the scalar
+// fallback; 8, 12, 40, 64, 128 and 272) and query-head groupings, with a shuffled block table, on
+// every vector path this CPU has (AVX2, AVX-512).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -119,9 +121,30 @@ std::vector<float> random_q(int group, int hd, uint32_t seed, float sd) {
   return q;
 }
 
+// Every test runs once per vector path this CPU has (AVX2 always, AVX-512 where present), pinned
+// with attention_pin_isa; the scalar reference is the same in both.
+class PagedAttention : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { attention_pin_isa(GetParam()); }
+  void TearDown() override { attention_pin_isa(Isa::kScalar); }
+};
+
+std::vector<Isa> vector_isas() {
+  std::vector<Isa> v{Isa::kAvx2};
+  if (isa_supported(Isa::kAvx512)) v.push_back(Isa::kAvx512);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, PagedAttention, ::testing::ValuesIn(vector_isas()),
+                         [](const ::testing::TestParamInfo<Isa>& i) {
+                           return std::string(i.param == Isa::kAvx512 ? "avx512" : "avx2");
+                         });
+
+TEST_P(PagedAttention, PinnedPathIsUsed) { EXPECT_EQ(attention_isa(), GetParam()); }
+
 // The kernels compute exactly what the stored values say, for every type (quantization error
 // is not in play here: the reference reads the same dequantized values).
-TEST(PagedAttention, MatchesNaiveSoftmax) {
+TEST_P(PagedAttention, MatchesNaiveSoftmax) {
   struct Case { int head_dim, num_kv_heads, group, block_size; };
   const Case cases[] = {{64, 3, 3, 16}, {64, 1, 1, 16}, {128, 2, 4, 32}, {64, 2, 9, 16},
                         {8, 1, 2, 4},   {12, 2, 3, 16}, {272, 1, 2, 16}, {40, 1, 2, 16}};
@@ -152,7 +175,7 @@ TEST(PagedAttention, MatchesNaiveSoftmax) {
 }
 
 // Grouped heads give the same numbers as each head alone (the group only shares K/V reads).
-TEST(PagedAttention, GroupEqualsSingleHeads) {
+TEST_P(PagedAttention, GroupEqualsSingleHeads) {
   for (KvElem t : {KvElem::F16, KvElem::Q8_0}) {
     const Arena a(16, 2, 64, t, t, 200, 7);
     const auto q = random_q(10, 64, 3, 1.0f);
@@ -167,7 +190,7 @@ TEST(PagedAttention, GroupEqualsSingleHeads) {
 // A sliding window [begin, end): the same as the naive softmax over those positions only, and
 // nothing outside is read: rows before `begin` in the first block hold NaN and the table entries
 // of blocks wholly before it are holes (kNoBlock), as after KvCacheManager::release_before.
-TEST(PagedAttention, WindowRangeReadsOnlyItsPositions) {
+TEST_P(PagedAttention, WindowRangeReadsOnlyItsPositions) {
   const int hd = 64, group = 3, bs = 16;
   for (KvElem t : {KvElem::F32, KvElem::F16, KvElem::Q8_0})
     for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 7}, {5, 21}, {37, 300}, {130, 131}, {100, 400}}) {
@@ -198,7 +221,7 @@ TEST(PagedAttention, WindowRangeReadsOnlyItsPositions) {
 
 // Splitting by position: the chunk states computed separately (as threads do) and merged left
 // to right give attention_group's result bit for bit; any other split agrees up to rounding.
-TEST(PagedAttention, PositionSplitMergesExactly) {
+TEST_P(PagedAttention, PositionSplitMergesExactly) {
   for (KvElem t : {KvElem::F32, KvElem::Q4_0}) {
     const int hd = 64, group = 3;
     const int64_t n = 1000;
@@ -234,7 +257,7 @@ TEST(PagedAttention, PositionSplitMergesExactly) {
 // Quantized K/V against the f32 cache built from the same values: the attention output moves
 // by no more than each type's own rounding allows. Tolerances are on the RMS error relative to
 // the RMS of the f32 output (softmax over N(0,1) keys with a moderately peaked query).
-TEST(PagedAttention, QuantizedCloseToF32) {
+TEST_P(PagedAttention, QuantizedCloseToF32) {
   struct Tol { KvElem k, v; double rel_rms; };
   const Tol tols[] = {{KvElem::F16, KvElem::F16, 2e-3},  {KvElem::BF16, KvElem::BF16, 2e-2},
                       {KvElem::Q8_0, KvElem::Q8_0, 2e-2}, {KvElem::Q4_0, KvElem::Q4_0, 0.25},

@@ -1,0 +1,295 @@
+// The AVX-512 vector path of attention_partial (see attention.h; attention.cpp holds the AVX2
+// path, the scalar reference and the dispatch). Compiled with AVX-512 F/BW/VL flags; called only
+// where attention_isa() is kAvx512.
+//
+// Why a second path: at long contexts decode is bound by attention, and the AVX2 path spends most
+// of its time outside the FMAs (scalar max and exp per tile, eight-lane reductions, a dequantized
+// copy of every row). Here, per tile of kTile = 16 consecutive slots of one block:
+//   1. K rows are read two at a time into registers (dequantized there, never copied);
+//      q[g] * K[j] lane-wise (hd / 16 FMAs per row and head), folded once per pair of rows, and
+//      one transposing reduction turns a head's 8 pair vectors into one vector of its 16 scores;
+//   2. the online softmax runs on that vector: masked lanes (j >= T) are -inf, the running max
+//      moves by a vector max, e^(score - m) is one vector exp, and the running sum stays a vector
+//      (reduced once at the end);
+//   3. acc[g] = acc[g] * c[g] + sum_j p[g][j] V[j], with the rescale folded into the load of the
+//      accumulators, G x NCC accumulators kept in registers and V dequantized in registers.
+// Kernels are templated on the K type and head dim (scores) and on the V type and group
+// (accumulate), picked once per call.
+// Every head's arithmetic is the same whatever heads share its call (the batched prefill relies on
+// that), and the order of operations is fixed, so results do not depend on thread count.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention_impl.h"
+
+namespace kvserve::detail {
+
+namespace {
+
+constexpr int kTile = 16;     // positions per softmax update: one zmm of scores
+constexpr int kSubGroup = 8;  // query heads per pass (larger groups are split by the caller)
+
+// e^x for 16 floats: the AVX2 path's method (attention.cpp, simd_avx2.h) in 16 lanes: x = n ln2 + r,
+// a degree-7 polynomial for e^r, 2^n in the exponent bits; below the smallest normal (and for
+// -inf) the result is 0.
+inline __m512 exp512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.72283f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i half = _mm512_srai_epi32(ni, 1);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half), _mm512_set1_epi32(127)), 23));
+  return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+}
+
+// Lane j of the result = the sum of the 16 lanes of the j-th dot product, from t[8] where t[i]
+// holds positions 2i and 2i+1 already folded once (tile_scores): per 128-bit lane
+// [a0+a2, b0+b2, a1+a3, b1+b3] of a = dot(2i), b = dot(2i+1).
+inline __m512 reduce_pairs(const __m512* t) {
+  __m512 r[4];
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane: that lane's sums of dots 4i .. 4i+3
+    r[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Fold the four 128-bit lanes: 0x88 picks lanes (0, 2) of each operand, 0xDD lanes (1, 3).
+  const __m512 a = _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], 0x88), _mm512_shuffle_f32x4(r[0], r[1], 0xDD));
+  const __m512 b = _mm512_add_ps(_mm512_shuffle_f32x4(r[2], r[3], 0x88), _mm512_shuffle_f32x4(r[2], r[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+
+inline __m512 f16_scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm512_cvtph_ps(_mm256_set1_epi16(int16_t(h)));
+}
+
+// Chunk c (values 16c .. 16c+15) of a stored row as f32, dequantized in registers, bit for bit as
+// kv_dequantize_row_scalar (each value d * q rounded once). No copy of the row is written: stores
+// are what limited the first version of this kernel (a dequantized tile costs as many 64-byte
+// stores as it has chunks, and a core retires one per cycle).
+template <KvElem T>
+inline __m512 chunk(const uint8_t* row, int c) {
+  if constexpr (T == KvElem::F32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+  } else if constexpr (T == KvElem::F16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+  } else if constexpr (T == KvElem::BF16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  } else if constexpr (T == KvElem::Q8_0) {  // groups of [f16 d][32 x int8]
+    const uint8_t* g = row + 34 * (c / 2);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + 16 * (c % 2)));
+    return _mm512_mul_ps(f16_scale(g), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  } else {  // Q4_0: groups of [f16 d][16 bytes], low nibbles values 0..15, high nibbles 16..31
+    const uint8_t* g = row + 18 * (c / 2);
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
+    const __m512i n = c % 2 ? _mm512_srli_epi32(b, 4) : _mm512_and_si512(b, _mm512_set1_epi32(0x0F));
+    return _mm512_mul_ps(f16_scale(g), _mm512_cvtepi32_ps(_mm512_sub_epi32(n, _mm512_set1_epi32(8))));
+  }
+}
+
+// t[g][i] for the 16 rows krow[0..16) (see reduce_pairs): each K row is loaded (and dequantized)
+// once for all G heads, two rows at a time.
+template <KvElem KT, int NC>
+void tile_scores(const uint8_t* const* krow, const float* q, int G, __m512 (*t)[kTile / 2]) {
+  for (int j = 0; j < kTile; j += 2) {
+    __m512 k0[NC], k1[NC];
+    for (int c = 0; c < NC; ++c) {
+      k0[c] = chunk<KT>(krow[j], c);
+      k1[c] = chunk<KT>(krow[j + 1], c);
+    }
+    for (int g = 0; g < G; ++g) {
+      const float* qg = q + size_t(g) * 16 * NC;
+      __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qg), k0[0]);
+      __m512 b = _mm512_mul_ps(_mm512_loadu_ps(qg), k1[0]);
+      for (int c = 1; c < NC; ++c) {
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * c), k0[c], a);
+        b = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * c), k1[c], b);
+      }
+      t[g][j / 2] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+  }
+}
+
+// acc[g][c] = acc[g][c] * cs[g] + sum_{j < T} p[g][j] V[j][16c ..) for c in [c0, c0 + NCC):
+// G x NCC accumulators in registers, each V chunk loaded (and dequantized) once for all heads.
+template <KvElem VT, int G, int NCC>
+inline void accumulate_pass(const uint8_t* const* vrow, int T, const float (*p)[kTile], const float* cs, int hd,
+                            int c0, float* acc) {
+  __m512 a[G][NCC];
+  for (int g = 0; g < G; ++g) {
+    const __m512 c = _mm512_set1_ps(cs[g]);
+    for (int k = 0; k < NCC; ++k) a[g][k] = _mm512_mul_ps(_mm512_load_ps(acc + size_t(g) * hd + 16 * (c0 + k)), c);
+  }
+  for (int j = 0; j < T; ++j) {
+    __m512 v[NCC];
+    for (int k = 0; k < NCC; ++k) v[k] = chunk<VT>(vrow[j], c0 + k);
+    for (int g = 0; g < G; ++g) {
+      const __m512 w = _mm512_set1_ps(p[g][j]);
+      for (int k = 0; k < NCC; ++k) a[g][k] = _mm512_fmadd_ps(w, v[k], a[g][k]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int k = 0; k < NCC; ++k) _mm512_store_ps(acc + size_t(g) * hd + 16 * (c0 + k), a[g][k]);
+}
+
+// All hd / 16 chunks, NCC at a time (about 24 accumulators), the rest one at a time.
+template <KvElem VT, int G>
+void accumulate(const uint8_t* const* vrow, int T, const float (*p)[kTile], const float* cs, int hd, float* acc) {
+  constexpr int NCC = G <= 2 ? 8 : G <= 4 ? 4 : 2;
+  const int nc = hd / 16;
+  int c0 = 0;
+  for (; c0 + NCC <= nc; c0 += NCC) accumulate_pass<VT, G, NCC>(vrow, T, p, cs, hd, c0, acc);
+  for (; c0 < nc; ++c0) accumulate_pass<VT, G, 1>(vrow, T, p, cs, hd, c0, acc);
+}
+
+template <KvElem VT>
+void accumulate_any(int G, const uint8_t* const* vrow, int T, const float (*p)[kTile], const float* cs, int hd,
+                    float* acc) {
+  switch (G) {
+    case 1: return accumulate<VT, 1>(vrow, T, p, cs, hd, acc);
+    case 2: return accumulate<VT, 2>(vrow, T, p, cs, hd, acc);
+    case 3: return accumulate<VT, 3>(vrow, T, p, cs, hd, acc);
+    case 4: return accumulate<VT, 4>(vrow, T, p, cs, hd, acc);
+    case 5: return accumulate<VT, 5>(vrow, T, p, cs, hd, acc);
+    case 6: return accumulate<VT, 6>(vrow, T, p, cs, hd, acc);
+    case 7: return accumulate<VT, 7>(vrow, T, p, cs, hd, acc);
+    default: return accumulate<VT, 8>(vrow, T, p, cs, hd, acc);
+  }
+}
+
+using ScoresFn = void (*)(const uint8_t* const* krow, const float* q, int G, __m512 (*t)[kTile / 2]);
+using AccumulateFn = void (*)(int G, const uint8_t* const* vrow, int T, const float (*p)[kTile], const float* cs,
+                              int hd, float* acc);
+
+template <KvElem KT>
+ScoresFn scores_for(int hd) {
+  switch (hd / 16) {
+    case 1: return tile_scores<KT, 1>;
+    case 2: return tile_scores<KT, 2>;
+    case 3: return tile_scores<KT, 3>;
+    case 4: return tile_scores<KT, 4>;
+    case 5: return tile_scores<KT, 5>;
+    case 6: return tile_scores<KT, 6>;
+    case 7: return tile_scores<KT, 7>;
+    case 8: return tile_scores<KT, 8>;
+    default: return nullptr;  // wider heads would not fit two rows in registers
+  }
+}
+
+ScoresFn scores_fn(KvElem t, int hd) {
+  switch (t) {
+    case KvElem::F32: return scores_for<KvElem::F32>(hd);
+    case KvElem::F16: return scores_for<KvElem::F16>(hd);
+    case KvElem::BF16: return scores_for<KvElem::BF16>(hd);
+    case KvElem::Q8_0: return scores_for<KvElem::Q8_0>(hd);
+    case KvElem::Q4_0: return scores_for<KvElem::Q4_0>(hd);
+  }
+  return nullptr;
+}
+
+AccumulateFn accumulate_fn(KvElem t) {
+  switch (t) {
+    case KvElem::F32: return accumulate_any<KvElem::F32>;
+    case KvElem::F16: return accumulate_any<KvElem::F16>;
+    case KvElem::BF16: return accumulate_any<KvElem::BF16>;
+    case KvElem::Q8_0: return accumulate_any<KvElem::Q8_0>;
+    case KvElem::Q4_0: return accumulate_any<KvElem::Q4_0>;
+  }
+  return nullptr;
+}
+
+inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& kv, size_t row_bytes, int32_t block,
+                              int slot, int kv_head) {
+  const size_t rows = size_t(slot) * size_t(kv.num_kv_heads) + size_t(kv_head);
+  return plane0 + size_t(block) * kv.block_stride + rows * row_bytes;
+}
+
+// The state of [begin, end) for G <= kSubGroup heads q[G][hd], written into `partial` as heads
+// g0 .. g0 + G of a group of `group` (layout of attention.h).
+void attend_subgroup(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulate, int64_t begin, int64_t end,
+                     int kv_head, const float* q, int G, float scale, int group, int g0, float* partial) {
+  const int hd = kv.head_dim;
+  const int bs = kv.block_size;
+  const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
+  alignas(64) float acc[kSubGroup * kMaxVectorHeadDim];  // [G][hd]
+  alignas(64) float p[kSubGroup][kTile];                 // e^(score - m) of the tile
+  alignas(64) __m512 t[kSubGroup][kTile / 2];            // half-reduced dot products (tile_scores)
+  float m[kSubGroup], cs[kSubGroup];
+  __m512 sum[kSubGroup];  // running sums of e^(score - m), lane-wise
+  std::fill(acc, acc + size_t(G) * hd, 0.0f);
+  for (int g = 0; g < G; ++g) {
+    m[g] = -std::numeric_limits<float>::infinity();
+    sum[g] = _mm512_setzero_ps();
+  }
+  const __m512 sv = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const uint8_t* krow[kTile];
+  const uint8_t* vrow[kTile];
+  for (int64_t p0 = begin; p0 < end;) {
+    const int32_t block = kv.table[size_t(p0 / bs)];
+    const int slot0 = int(p0 % bs);
+    const int T = int(std::min<int64_t>({int64_t(kTile), int64_t(bs - slot0), end - p0}));
+    for (int j = 0; j < T; ++j) {
+      krow[j] = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head);
+      vrow[j] = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head);
+    }
+    for (int j = T; j < kTile; ++j) krow[j] = krow[0];  // scored, then masked
+    scores(krow, q, G, t);
+    const __mmask16 valid = __mmask16((1u << T) - 1);
+    for (int g = 0; g < G; ++g) {
+      const __m512 sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(reduce_pairs(t[g]), sv));
+      const float m_new = std::max(m[g], _mm512_reduce_max_ps(sc));
+      // 0 on the first tile (m = -inf); exactly 1 while the maximum stays.
+      cs[g] = m_new > m[g] ? std::exp(m[g] - m_new) : 1.0f;
+      m[g] = m_new;
+      const __m512 e = exp512(_mm512_sub_ps(sc, _mm512_set1_ps(m_new)));
+      _mm512_store_ps(p[g], e);
+      sum[g] = _mm512_fmadd_ps(sum[g], _mm512_set1_ps(cs[g]), e);
+    }
+    accumulate(G, vrow, T, p, cs, hd, acc);
+    p0 += T;
+  }
+  for (int g = 0; g < G; ++g) {
+    partial[g0 + g] = m[g];
+    partial[group + g0 + g] = _mm512_reduce_add_ps(sum[g]);
+    std::memcpy(partial + 2 * group + size_t(g0 + g) * hd, acc + size_t(g) * hd, size_t(hd) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+bool attention_partial_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
+                              int group, float scale, float* partial) {
+  const int hd = kv.head_dim;
+  auto quantized = [](KvElem t) { return t == KvElem::Q8_0 || t == KvElem::Q4_0; };
+  if (hd % 16 != 0 || hd > kMaxVectorHeadDim) return false;
+  if ((quantized(kv.k_type) || quantized(kv.v_type)) && hd % 32 != 0) return false;
+  const ScoresFn scores = scores_fn(kv.k_type, hd);
+  const AccumulateFn accumulate = accumulate_fn(kv.v_type);
+  if (scores == nullptr || accumulate == nullptr) return false;
+  for (int g0 = 0; g0 < group; g0 += kSubGroup) {
+    const int G = std::min(kSubGroup, group - g0);
+    attend_subgroup(kv, scores, accumulate, begin, end, kv_head, q + size_t(g0) * hd, G, scale, group, g0, partial);
+  }
+  return true;
+}
+
+}  // namespace kvserve::detail
