@@ -2,10 +2,11 @@
 // K/V, and the block size. Everything that turns "a block id and a layer" into bytes goes
 // through here, so the model's attention and KvStorage agree on one layout.
 //
-// Byte layout of one block (block_bytes() bytes), planes in this order:
-//   for layer in [0, num_layers):
+// A block holds block_bytes() bytes: for each layer, one K plane and one V plane,
 //     K plane: [block_size][num_kv_heads] head rows of k_dtype   (plane_bytes(kKey) bytes)
 //     V plane: [block_size][num_kv_heads] head rows of v_dtype   (plane_bytes(kValue) bytes)
+// the V plane right after the K plane (layer_block_bytes() = both). Where the (block, layer)
+// pairs lie in the arena is KvStorage's business (kv_storage.h: layer-major).
 // Within a plane, token slot s of head h starts at (s * num_kv_heads + h) * head_row_bytes(part).
 // Rows are packed with no padding, so a row need not be aligned (kernels load unaligned).
 //
@@ -86,12 +87,10 @@ struct KvLayout {
   size_t bytes_per_token() const { return size_t(num_layers) * (slot_bytes(KvPart::kKey) + slot_bytes(KvPart::kValue)); }
   // One whole block: exactly block_size * bytes_per_token() (no padding).
   size_t block_bytes() const { return size_t(block_size) * bytes_per_token(); }
-  // Offset of the (layer, part) plane from the start of its block. The single place that
-  // defines the in-block layout above.
-  size_t plane_offset(int layer, KvPart part) const {
-    return size_t(layer) * (plane_bytes(KvPart::kKey) + plane_bytes(KvPart::kValue)) +
-           (part == KvPart::kValue ? plane_bytes(KvPart::kKey) : 0);
-  }
+  // One block's K and V planes of one layer (adjacent, K first).
+  size_t layer_block_bytes() const { return plane_bytes(KvPart::kKey) + plane_bytes(KvPart::kValue); }
+  // Offset of the `part` plane from the start of a (block, layer) pair's K plane.
+  size_t part_offset(KvPart part) const { return part == KvPart::kValue ? plane_bytes(KvPart::kKey) : 0; }
 };
 
 // Blocks that fit in a byte budget (floor). invalid_argument when not even one block fits or

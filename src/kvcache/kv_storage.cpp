@@ -65,7 +65,8 @@ void KvStorage::release_memory() {
 size_t KvStorage::plane_offset(int32_t block, int layer, KvPart part) const {
   KVS_ASSERT(block >= 0 && block < num_blocks_, "KV block id out of range");
   KVS_ASSERT(layer >= 0 && layer < layout_.num_layers, "KV layer out of range");
-  return size_t(block) * layout_.block_bytes() + layout_.plane_offset(layer, part);
+  return (size_t(layer) * size_t(num_blocks_) + size_t(block)) * layout_.layer_block_bytes() +
+         layout_.part_offset(part);
 }
 
 }  // namespace kvserve

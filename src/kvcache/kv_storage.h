@@ -1,8 +1,14 @@
 // KvStorage: the one byte arena that holds every block's K and V.
 //
-//   data_: [num_blocks][block_bytes()] bytes, 64-byte aligned (2 MiB and huge-page advised when
-//          the arena is 2 MiB or more), zero-initialised;
-//          block b starts at b * block_bytes(); its inner layout is the one in kv_layout.h.
+//   data_: [num_layers][num_blocks][layer_block_bytes()] bytes, 64-byte aligned (2 MiB and
+//          huge-page advised when the arena is 2 MiB or more), zero-initialised; the (block, layer)
+//          pair's K plane then V plane (kv_layout.h) start at
+//          (layer * num_blocks + block) * layer_block_bytes().
+//   Layer-major, because a decode step reads one layer at a time: the blocks of a sequence, when
+//   allocated in order, are then adjacent in memory for the hardware prefetchers, instead of a
+//   whole block's worth of other layers apart (block-major, smollm-135m's blocks were 737 KB
+//   apart in f32). Measured at context 2016, f32 KV: 132 vs 124 tok/s, best of 4 alternating
+//   runs. A block's bytes are not contiguous; nothing needs them to be.
 //
 // The arena knows nothing of sequences or ref counts: KvCacheManager decides which block ids a
 // sequence owns; the model's attention reads and writes K/V here through those ids.
@@ -41,6 +47,9 @@ class KvStorage {
   // through this; asserts block and layer are in range.
   size_t plane_offset(int32_t block, int layer, KvPart part) const;
 
+  // Bytes from a block's plane of one layer to the next block's same plane.
+  size_t block_stride() const { return layout_.layer_block_bytes(); }
+
   // Start of block's K (resp. V) plane for layer: [block_size][num_kv_heads][head_dim].
   uint8_t* k_block(int32_t block, int layer) { return data_ + plane_offset(block, layer, KvPart::kKey); }
   uint8_t* v_block(int32_t block, int layer) { return data_ + plane_offset(block, layer, KvPart::kValue); }
@@ -58,7 +67,7 @@ class KvStorage {
 
   KvLayout layout_;
   int32_t num_blocks_ = 0;
-  uint8_t* data_ = nullptr;  // owned; [num_blocks_][layout_.block_bytes()]
+  uint8_t* data_ = nullptr;  // owned; [num_layers][num_blocks_][layout_.layer_block_bytes()]
   size_t total_bytes_ = 0;
   size_t alignment_ = kAlignment;  // what data_ was allocated with (operator delete needs it)
 };

@@ -42,8 +42,8 @@ PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_
   KVS_ASSERT(kv_row_bytes(kv_elem_of(L.k_dtype), L.head_dim) == L.head_row_bytes(KvPart::kKey) &&
                  kv_row_bytes(kv_elem_of(L.v_dtype), L.head_dim) == L.head_row_bytes(KvPart::kValue),
              "kernel and KV layout disagree on a row size");
-  // Block b's planes start block_bytes() after block 0's (KvStorage::plane_offset).
-  PagedKvView view{kv.k_block(0, layer), kv.v_block(0, layer), L.block_bytes(), block_table.data(),
+  // Block b's planes of this layer start b * block_stride() after block 0's (KvStorage::plane_offset).
+  PagedKvView view{kv.k_block(0, layer), kv.v_block(0, layer), kv.block_stride(), block_table.data(),
                    L.block_size,         L.num_kv_heads,       L.head_dim};
   view.k_type = kv_elem_of(L.k_dtype);
   view.v_type = kv_elem_of(L.v_dtype);

@@ -68,9 +68,10 @@ TEST(KvLayout, MixedKAndVTypes) {
   EXPECT_EQ(l.head_row_bytes(KvPart::kValue), 36u);
   EXPECT_EQ(l.bytes_per_token(), 2u * 3u * (68u + 36u));
   EXPECT_EQ(l.block_bytes(), 16u * l.bytes_per_token());
-  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), 16u * 3u * 68u);
-  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 16u * 3u * (68u + 36u));
-  EXPECT_EQ(l.plane_offset(1, KvPart::kValue) + l.plane_bytes(KvPart::kValue), l.block_bytes());
+  EXPECT_EQ(l.part_offset(KvPart::kKey), 0u);
+  EXPECT_EQ(l.part_offset(KvPart::kValue), 16u * 3u * 68u);
+  EXPECT_EQ(l.layer_block_bytes(), 16u * 3u * (68u + 36u));
+  EXPECT_EQ(l.num_layers * l.layer_block_bytes(), l.block_bytes());
   EXPECT_EQ(l.type_signature(), "k=q8_0,v=q4_0,bs=16");
   l.set_dtype(KvDType::F16);
   EXPECT_EQ(l.type_signature(), "k=f16,v=f16,bs=16");
@@ -98,10 +99,9 @@ TEST(KvLayout, BlockGeometry) {
   EXPECT_EQ(l.plane_bytes(K), 16u * 64u);  // 16 tokens
   EXPECT_EQ(l.block_bytes(), 16u * l.bytes_per_token());
   EXPECT_EQ(l.block_bytes(), 4u * l.plane_bytes(K));  // 2 layers x (K, V)
-  EXPECT_EQ(l.plane_offset(0, KvPart::kKey), 0u);
-  EXPECT_EQ(l.plane_offset(0, KvPart::kValue), l.plane_bytes(K));
-  EXPECT_EQ(l.plane_offset(1, KvPart::kKey), 2 * l.plane_bytes(K));
-  EXPECT_EQ(l.plane_offset(1, KvPart::kValue), 3 * l.plane_bytes(K));
+  EXPECT_EQ(l.part_offset(KvPart::kKey), 0u);
+  EXPECT_EQ(l.part_offset(KvPart::kValue), l.plane_bytes(K));
+  EXPECT_EQ(l.layer_block_bytes(), 2 * l.plane_bytes(K));
 }
 
 TEST(KvLayout, ValidateNamesTheBadField) {

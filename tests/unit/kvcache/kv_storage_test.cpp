@@ -76,8 +76,11 @@ TEST(KvStorage, DocumentedOffsets) {
   KvLayout l = small_layout(KvDType::F16, 16);
   auto s = KvStorage::create(l, 4);
   ASSERT_TRUE(s.ok());
-  // Block 2, layer 1, V: skip two blocks, then layer 0 (K, V) and layer 1's K.
-  EXPECT_EQ(s->plane_offset(2, 1, KvPart::kValue), 2 * l.block_bytes() + 3 * l.plane_bytes(KvPart::kKey));
+  // Layer-major: block 2, layer 1, V: skip layer 0 of all 4 blocks and layer 1 of blocks 0 and 1
+  // (K and V each), then block 2's layer-1 K plane.
+  EXPECT_EQ(s->plane_offset(2, 1, KvPart::kValue), (4 + 2) * l.layer_block_bytes() + l.plane_bytes(KvPart::kKey));
+  // Consecutive blocks of one layer are adjacent (what the attention kernels stream through).
+  EXPECT_EQ(s->k_block(3, 1) - s->k_block(2, 1), std::ptrdiff_t(s->block_stride()));
   EXPECT_EQ(s->v_block(2, 1) - s->data(), std::ptrdiff_t(s->plane_offset(2, 1, KvPart::kValue)));
 }
 
