@@ -47,7 +47,10 @@ struct Tables {
     avx512.name = "avx512";
     // The filler itself is compiled with AVX-512 flags: call it only where it may run (elsewhere
     // the table stays a copy of avx2, and kernel_table(kAvx512) must not be used anyway).
-    if (isa_supported(Isa::kAvx512)) fill_avx512_kernels(&avx512);
+    if (isa_supported(Isa::kAvx512)) {
+      fill_avx512_kernels(&avx512);
+      fill_avx512_packed_kernels(&avx512);
+    }
   }
 };
 

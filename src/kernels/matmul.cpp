@@ -15,6 +15,11 @@
 // Decode-sized calls (m <= 3) give the kernel a thread's whole range at once (its small-batch
 // path takes 8 or 4 weight rows per pass and prefetches), and split small matrices evenly, one
 // chunk per thread, in multiples of 8 rows.
+//
+// A matrix packed for the table in use (WeightMatrix::packed, KernelTable::packed) goes through
+// the packed GEMM instead: the converted activation rows are rearranged once per call
+// (PackedKernels::pack_acts), threads take whole groups of kPackedRows rows, and the groups are
+// tiled like the GEMM's rows (~kPackedTileBytes, the whole range for decode-sized calls).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +36,7 @@ namespace {
 
 constexpr size_t kTileBytes = 16 * 1024;       // weight bytes per tile (fits L1 with room to spare)
 constexpr size_t kGemmTileBytes = 32 * 1024;   // weight bytes per GEMM tile (L1 on current x86 cores)
+constexpr size_t kPackedTileBytes = 48 * 1024; // weight bytes per packed-GEMM tile (at least one group)
 constexpr int64_t kGemmActRows = 64;           // activation rows per GEMM call (~40 KiB of q8_0 at 576 cols: L2)
 constexpr int64_t kMinParallelWork = 1 << 16;  // multiply-adds below which threads cost more than they save
 // Decode-sized calls (m <= kSmallBatch): the GEMM kernel streams the whole row range in one call
@@ -55,11 +61,18 @@ void check_matrix(const WeightMatrix& w) {
   if (w.row_bytes < ggml_row_size(w.type, w.cols)) fail("row stride shorter than a row", w);
 }
 
-// Per-calling-thread scratch for converted activations; grows, never shrinks.
-uint8_t* activation_scratch(size_t bytes) {
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < bytes) buf.resize(bytes);
-  return buf.data();
+// Per-calling-thread scratch for converted activations (slot 0) and their packed rearrangement
+// (slot 1); grows, never shrinks.
+uint8_t* activation_scratch(size_t bytes, int slot = 0) {
+  thread_local std::vector<uint8_t> buf[2];
+  if (buf[slot].size() < bytes) buf[slot].resize(bytes);
+  return buf[slot].data();
+}
+
+// The packed kernels to use for w under `kernels`, or null when w is not packed for that table.
+const PackedKernels* packed_kernels(const KernelTable& kernels, const WeightMatrix& w) {
+  if (w.packed == nullptr || w.packed_for != &kernels) return nullptr;
+  return &kernels.packed[int(w.type)];
 }
 
 }  // namespace
@@ -96,11 +109,39 @@ const uint8_t* convert_activations(const KernelTable& kernels, GgmlType type, co
   return buf;
 }
 
+// The activation rows as w's kernel reads them: converted, and rearranged when w is packed.
+const uint8_t* prepare_activations(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
+                                   ThreadPool* pool, bool parallel, size_t* x_stride) {
+  const uint8_t* xq = convert_activations(kernels, w.type, x, m, w.cols, pool, parallel, x_stride);
+  const PackedKernels* pk = packed_kernels(kernels, w);
+  if (pk == nullptr) return xq;
+  const size_t ps = pk->act_bytes(w.cols);
+  uint8_t* xp = activation_scratch(ps * size_t(m), 1);
+  pk->pack_acts(xq, *x_stride, m, w.cols, xp, ps);
+  *x_stride = ps;
+  return xp;
+}
+
 // y[i][r] for every activation row i < m and weight rows r in [r0, r1) of w (xq: converted rows,
 // x_stride bytes apart; y: [m][w.rows]). Which rows a call covers never changes a result.
 void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint8_t* xq, size_t x_stride,
                    int64_t m, float* y, int64_t r0, int64_t r1) {
   const int64_t n = w.cols, rows = w.rows;
+  if (const PackedKernels* pk = packed_kernels(kernels, w)) {
+    const size_t gb = pk->group_bytes(n);
+    const int64_t g0 = r0 / kPackedRows, g1 = r1 / kPackedRows;
+    const int64_t tile = m <= kSmallBatch ? g1 - g0 : std::max<int64_t>(1, int64_t(kPackedTileBytes / gb));
+    const uint8_t* wp = static_cast<const uint8_t*>(w.packed);
+    for (int64_t t0 = g0; t0 < g1; t0 += tile) {
+      const int64_t ng = std::min(g1, t0 + tile) - t0;
+      for (int64_t i = 0; i < m; i += kGemmActRows) {
+        const int64_t nx = std::min(m, i + kGemmActRows) - i;
+        pk->gemm(n, wp + size_t(t0) * gb, gb, ng, xq + size_t(i) * x_stride, x_stride, nx,
+                 y + i * rows + t0 * kPackedRows, size_t(rows));
+      }
+    }
+    return;
+  }
   const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
   if (const GemmFn gemm = kernels.gemm[int(w.type)]) {
     // Register-tiled kernel: a tile of weight rows (~kGemmTileBytes, stays in L1/L2) meets the
@@ -140,8 +181,12 @@ void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint
   }
 }
 
-// Threads take weight rows in units of kRowUnit for GEMM types (whole tiles), single rows otherwise.
-int64_t row_unit(const KernelTable& kernels, GgmlType t) { return kernels.gemm[int(t)] != nullptr ? kRowUnit : 1; }
+// Threads take weight rows in whole packed groups, in units of kRowUnit for GEMM types (whole
+// tiles), single rows otherwise.
+int64_t row_unit(const KernelTable& kernels, const WeightMatrix& w) {
+  if (packed_kernels(kernels, w) != nullptr) return kPackedRows;
+  return kernels.gemm[int(w.type)] != nullptr ? kRowUnit : 1;
+}
 
 // One equal chunk per thread for decode-sized calls on small matrices, else the pool's default.
 int chunks_per_thread(int64_t m, size_t weight_bytes) {
@@ -158,12 +203,12 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
   const int64_t rows = w.rows;
   const bool parallel = pool != nullptr && pool->num_threads() > 1 && rows > 1 && rows * w.cols * m >= kMinParallelWork;
   size_t x_stride = 0;
-  const uint8_t* xq = convert_activations(kernels, w.type, x, m, w.cols, pool, parallel, &x_stride);
+  const uint8_t* xq = prepare_activations(kernels, w, x, m, pool, parallel, &x_stride);
   if (!parallel) {
     multiply_rows(kernels, w, xq, x_stride, m, y, 0, rows);
     return;
   }
-  const int64_t unit = row_unit(kernels, w.type);
+  const int64_t unit = row_unit(kernels, w);
   pool->parallel_for(
       (rows + unit - 1) / unit,
       [&](int64_t u0, int64_t u1, int) {
@@ -180,7 +225,8 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
     check_matrix(ws[j]);
     if (kernels.vec_dot[int(ws[j].type)] == nullptr) fail("no kernel for weight type", ws[j]);
     shared = shared && ws[j].cols == ws[0].cols && activation_type(ws[j].type) == activation_type(ws[0].type) &&
-             row_unit(kernels, ws[j].type) == row_unit(kernels, ws[0].type);
+             row_unit(kernels, ws[j]) == row_unit(kernels, ws[0]) &&
+             (packed_kernels(kernels, ws[j]) != nullptr) == (packed_kernels(kernels, ws[0]) != nullptr);
   }
   if (!shared || pool == nullptr || pool->num_threads() <= 1) {
     for (int j = 0; j < count; ++j) matmul_with_kernels(kernels, ws[j], x, m, ys[j], pool);
@@ -190,7 +236,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
   // first_unit[j] is matrix j's first (count + 1 entries, at most kMaxMulti matrices).
   constexpr int kMaxMulti = 8;
   if (count > kMaxMulti) fail("matmul_multi: too many matrices", ws[0]);
-  const int64_t unit = row_unit(kernels, ws[0].type);
+  const int64_t unit = row_unit(kernels, ws[0]);
   int64_t first_unit[kMaxMulti + 1] = {0};
   size_t bytes = 0;
   for (int j = 0; j < count; ++j) {
@@ -198,7 +244,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
     bytes += size_t(ws[j].rows) * ws[j].row_bytes;
   }
   size_t x_stride = 0;
-  const uint8_t* xq = convert_activations(kernels, ws[0].type, x, m, ws[0].cols, pool, true, &x_stride);
+  const uint8_t* xq = prepare_activations(kernels, ws[0], x, m, pool, true, &x_stride);
   pool->parallel_for(
       first_unit[count],
       [&](int64_t u0, int64_t u1, int) {
@@ -220,6 +266,20 @@ void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, 
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool* pool) {
   matmul_with_kernels(active_kernels(), w, x, m, y, pool);
+}
+
+size_t packed_weight_bytes(const KernelTable& kernels, const WeightMatrix& w) {
+  const PackedKernels& pk = kernels.packed[int(w.type)];
+  if (pk.gemm == nullptr || w.rows <= 0 || w.rows % kPackedRows != 0) return 0;
+  return pk.group_bytes(w.cols) * size_t(w.rows / kPackedRows);
+}
+
+void pack_weight(const KernelTable& kernels, WeightMatrix* w, void* dst) {
+  check_matrix(*w);
+  if (packed_weight_bytes(kernels, *w) == 0) fail("pack_weight: no packed layout for this matrix", *w);
+  kernels.packed[int(w->type)].pack(w->data, w->row_bytes, w->rows, w->cols, dst);
+  w->packed = dst;
+  w->packed_for = &kernels;
 }
 
 void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) {

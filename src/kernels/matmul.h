@@ -24,7 +24,20 @@ struct WeightMatrix {
   int64_t rows;
   int64_t cols;
   size_t row_bytes;
+  // Optional copy of the same matrix in a kernel table's packed layout (KernelTable::packed), set
+  // by pack_weight; used only by matmuls running on that very table (packed_for), which then never
+  // read `data`. get_rows and every other table keep using `data`.
+  const void* packed = nullptr;
+  const KernelTable* packed_for = nullptr;
 };
+
+// Bytes of w's packed copy for `kernels`; 0 when the table has no packed layout for w's type or
+// shape (rows must be a multiple of kPackedRows).
+size_t packed_weight_bytes(const KernelTable& kernels, const WeightMatrix& w);
+// Writes that copy to dst (packed_weight_bytes of it, 64-byte aligned, outliving w's uses) and
+// points w->packed at it. Results of a packed matmul match the file-layout kernels within f32
+// reordering, and like them do not depend on the batch or the thread count.
+void pack_weight(const KernelTable& kernels, WeightMatrix* w, void* dst);
 
 // y[i][r] = sum_c x[i][c] * w[r][c] for i in [0, m), r in [0, w.rows).
 // x: [m][w.cols] f32 row-major; y: [m][w.rows] f32 row-major (must not alias x).

@@ -46,6 +46,29 @@ using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nw, c
 // entry exists only so that the conversion can use wide registers.
 using QuantizeActFn = void (*)(const float* x, void* dst, int64_t n);
 
+// Repacked weights (optional, per weight type and table): a layout of the same codes and scales
+// that the table's packed GEMM reads faster than the file's row-major one (see
+// gemm_packed_avx512.cpp). Weight rows go in groups of kPackedRows; a group's bytes are
+// group_bytes(cols). The activation rows are first converted as usual (activation_type) and then
+// rearranged by pack_acts into rows of act_bytes(cols).
+constexpr int kPackedRows = 16;
+struct PackedKernels {
+  // Bytes of one group of kPackedRows weight rows of `cols` elements; 0 = this shape cannot be packed.
+  size_t (*group_bytes)(int64_t cols);
+  // rows (a multiple of kPackedRows) file-layout rows at w (row_bytes apart) -> dst (64-byte aligned).
+  void (*pack)(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst);
+  // Bytes of one rearranged activation row.
+  size_t (*act_bytes)(int64_t cols);
+  // m activation rows in activation_type (x_stride apart) -> rearranged rows (dst_stride apart).
+  void (*pack_acts)(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride);
+  // Groups [0, ng) of packed weights (group_bytes apart) times nx rearranged activation rows:
+  // y[k * y_stride + kPackedRows * g + r] = dot(weight row kPackedRows * g + r, activation row k).
+  // Each output is computed by the same operations whatever ng, nx and the tiling, so results
+  // depend neither on the batch nor on the thread split.
+  void (*gemm)(int64_t cols, const void* w, size_t group_bytes, int64_t ng, const void* x, size_t x_stride,
+               int64_t nx, float* y, size_t y_stride);
+};
+
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 constexpr int kNumTypeIds = 40;  // ggml type ids are < 40
@@ -59,6 +82,8 @@ struct KernelTable {
   // Indexed by *activation* type id (activation_type(weight)); optional (null = the portable
   // convert_activation_row).
   QuantizeActFn quantize_act[kNumTypeIds];
+  // Indexed by weight type id; all-null entries = no packed layout for that type.
+  PackedKernels packed[kNumTypeIds];
 };
 
 // The activation encoding a weight type is multiplied with (see the table above).
@@ -79,5 +104,6 @@ const KernelTable& active_kernels();
 void fill_scalar_kernels(KernelTable* t);
 void fill_avx2_kernels(KernelTable* t);
 void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx512.cpp)
+void fill_avx512_packed_kernels(KernelTable* t);  // the repacked Q8_0 GEMM (gemm_packed_avx512.cpp)
 
 }  // namespace kvserve

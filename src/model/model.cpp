@@ -1,5 +1,11 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "kernels/vec_dot.h"
 #include "tensor/quants.h"
 
 namespace kvserve {
@@ -97,7 +103,52 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
     KVS_ASSIGN_OR_RETURN(L.w_down, b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd));
   }
   m->hp_ = std::move(hp);
+  const char* repack = std::getenv("KVSERVE_REPACK");
+  if (repack == nullptr || std::strcmp(repack, "0") != 0) m->repack_weights();
   return m;
+}
+
+namespace {
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// Drops this process's mapping of the whole pages inside [p, p + n) of the read-only file mapping
+// (they are read again from the file should anything touch them): the packed copy replaces them,
+// and without this both would count in the resident set.
+void release_file_pages(const void* p, size_t n) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const auto begin = round_up(reinterpret_cast<uintptr_t>(p), page);
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void Model::repack_weights() {
+  const KernelTable& k = active_kernels();
+  std::vector<WeightMatrix*> ms;
+  for (LayerWeights& L : w_.layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ms.push_back(m);
+  ms.push_back(&w_.output);
+  size_t total = 0;
+  for (const WeightMatrix* m : ms) total += round_up(packed_weight_bytes(k, *m), 64);
+  if (total == 0) return;
+  // 2 MiB aligned and advised onto transparent huge pages when that big (as the KV arena): the
+  // GEMM streams these bytes every decode step.
+  constexpr size_t kHugePage = size_t(2) << 20;
+  const size_t align = total >= kHugePage ? kHugePage : 64;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(align, round_up(total, align)));
+  if (buf == nullptr) return;  // not fatal: the file layout works, only slower
+  if (align == kHugePage) (void)madvise(buf, round_up(total, align), MADV_HUGEPAGE);
+  packed_.reset(buf);
+  packed_bytes_ = total;
+  for (WeightMatrix* m : ms) {
+    const size_t bytes = packed_weight_bytes(k, *m);
+    if (bytes == 0) continue;
+    pack_weight(k, m, buf);
+    buf += round_up(bytes, 64);
+    if (!(m == &w_.output && w_.tied_output)) release_file_pages(m->data, m->row_bytes * size_t(m->rows));
+  }
 }
 
 size_t Model::weight_bytes() const {

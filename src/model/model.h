@@ -1,8 +1,12 @@
 // A loaded model: the mmapped GGUF file, its hyper-parameters and views of its weights.
-// Weight matrices stay in the file's encoding (no copy); small 1-D tensors (norms, biases,
-// rope factors) are converted to f32 vectors at load time.
+// Weight matrices stay in the file's encoding; small 1-D tensors (norms, biases, rope factors) are
+// converted to f32 vectors at load time. Where the active kernel table has a packed layout for a
+// matrix (KernelTable::packed: Q8_0 on AVX-512 VNNI), the matrix is repacked once at load into one
+// buffer the model owns and the file's pages of it are released (the token embedding stays in the
+// file: get_rows reads it row by row). KVSERVE_REPACK=0 in the environment turns repacking off.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,11 +49,20 @@ class Model {
   std::shared_ptr<GgufFile> gguf_ptr() const { return file_; }
   // Bytes of weight data read to decode one token (all matrices once + one embedding row).
   size_t weight_bytes() const;
+  // Bytes of the repacked weight copies (0 when nothing was repacked).
+  size_t packed_bytes() const { return packed_bytes_; }
 
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  void repack_weights();
+
   std::shared_ptr<GgufFile> file_;
   ModelHparams hp_;
   ModelWeights w_;
+  std::unique_ptr<uint8_t, FreeDeleter> packed_;  // the packed copies, back to back (64-byte aligned)
+  size_t packed_bytes_ = 0;
 };
 
 }  // namespace kvserve

@@ -244,11 +244,12 @@ Expected<ServerConfig> load_server_config(const ConfigSources& sources) {
     ss << in.rdbuf();
     KVS_RETURN_IF_ERROR(apply_yaml(&cfg, ss.str(), "config file " + sources.file_path));
   }
-  // Unknown KVSERVE_* variables are errors too: a typo must not silently leave a default.
+  // Unknown KVSERVE_* variables are errors too: a typo must not silently leave a default. The
+  // process-wide kernel knobs (read by the kernels and the model loader, not configuration) pass.
   std::map<std::string, std::string> by_env;
   for (const auto& key : config_keys()) by_env[env_name(key)] = key;
   for (const auto& [name, value] : sources.env) {
-    if (name.rfind("KVSERVE_", 0) != 0) continue;
+    if (name.rfind("KVSERVE_", 0) != 0 || name == "KVSERVE_KERNELS" || name == "KVSERVE_REPACK") continue;
     auto it = by_env.find(name);
     if (it == by_env.end()) return invalid_argument("environment: unknown variable " + name);
     KVS_RETURN_IF_ERROR(set_config_key(&cfg, it->second, value, "environment " + name));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "golden_util.h"
+#include "kernels/vec_dot.h"
 
 namespace kvserve::golden {
 namespace {
@@ -84,6 +85,18 @@ INSTANTIATE_TEST_SUITE_P(AllEncodings, GoldenLogitsTest, ::testing::ValuesIn(kCa
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// The Q8_0 cases above run through the packed Q8_0 GEMM wherever the CPU has it (AVX-512 VNNI):
+// make sure they really do, or they would not be testing it.
+TEST(GoldenLogits, Q8_0ModelsUseThePackedLayoutWhereAvailable) {
+  if (active_kernels().packed[int(GgmlType::Q8_0)].gemm == nullptr) GTEST_SKIP() << "no packed Q8_0 kernel here";
+  for (const char* model : {"tiny/tiny-llama-q8_0.gguf", "tiny/tiny-qwen2-q8_0.gguf"}) {
+    auto gen = make(model);
+    ASSERT_TRUE(gen) << model;
+    EXPECT_GT(gen->model().packed_bytes(), 0u) << model;
+    EXPECT_NE(gen->model().weights().layers[0].w_up.packed, nullptr) << model;
+  }
+}
 
 TEST(GoldenLogits, F16KvCacheStaysClose) {
   GoldenLogits g;

@@ -223,6 +223,85 @@ TEST(Matmul, BatchInvariant) {
   }
 }
 
+// A packed copy of the weights (KernelTable::packed) against the same table's file-layout path,
+// for every batch size the packed GEMM tiles differently (1 to 3: decode chains; 4..8: one
+// register tile; 9, 17: remainder tiles; 70: more than one activation chunk) and a block count
+// that is odd. Then: bit-identical whatever the batch and the thread count, and a matrix packed
+// for one table is read in the file layout by every other table.
+struct PackedCase {
+  WeightMatrix w;
+  std::vector<uint8_t> packed;  // std::vector storage is not 64-byte aligned: the kernel must not care
+};
+
+bool pack_for(const KernelTable& k, WeightMatrix w, PackedCase* out) {
+  const size_t bytes = packed_weight_bytes(k, w);
+  if (bytes == 0) return false;
+  out->packed.assign(bytes, 0xAB);
+  pack_weight(k, &w, out->packed.data());
+  out->w = w;
+  return true;
+}
+
+TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
+  bool any = false;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    for (GgmlType t : kWeightTypes) {
+      for (int64_t cols : {96, 576}) {
+        auto w = make_weights(t, 48, cols, 21u + uint32_t(t));
+        PackedCase pc;
+        if (!pack_for(k, w.matrix, &pc)) continue;
+        any = true;
+        EXPECT_EQ(pc.w.packed_for, &k);
+        for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 70}) {
+          auto x = make_activations(m, cols, 31u + uint32_t(m));
+          std::vector<float> file(size_t(m) * 48), packed(size_t(m) * 48), threaded(size_t(m) * 48), alone(48);
+          matmul_with_kernels(k, w.matrix, x.data(), m, file.data(), nullptr);
+          matmul_with_kernels(k, pc.w, x.data(), m, packed.data(), nullptr);
+          const auto mag = magnitudes(w.matrix, x.data(), m);
+          for (size_t i = 0; i < file.size(); ++i)
+            ASSERT_NEAR(file[i], packed[i], 1e-5 * mag[i]) << k.name << " " << ggml_type_name(t) << " m " << m << " " << i;
+          ThreadPool pool(3);
+          matmul_with_kernels(k, pc.w, x.data(), m, threaded.data(), &pool);
+          ASSERT_EQ(0, std::memcmp(threaded.data(), packed.data(), sizeof(float) * packed.size())) << "m " << m;
+          for (int64_t i = 0; i < m; ++i) {
+            matmul_with_kernels(k, pc.w, x.data() + i * cols, 1, alone.data(), nullptr);
+            ASSERT_EQ(0, std::memcmp(alone.data(), packed.data() + i * 48, sizeof(float) * 48)) << "m " << m << " row " << i;
+          }
+          // matmul_multi with a packed and an unpacked matrix: each as matmul computes it.
+          std::vector<float> m0(size_t(m) * 48), m1(size_t(m) * 48);
+          const WeightMatrix both[2] = {pc.w, w.matrix};
+          float* const outs[2] = {m0.data(), m1.data()};
+          matmul_multi_with_kernels(k, both, 2, x.data(), m, outs, &pool);
+          ASSERT_EQ(0, std::memcmp(m0.data(), packed.data(), sizeof(float) * packed.size()));
+          ASSERT_EQ(0, std::memcmp(m1.data(), file.data(), sizeof(float) * file.size()));
+        }
+        // Another table ignores the packed copy.
+        if (&k != &kernel_table(Isa::kScalar)) {
+          auto x = make_activations(3, cols, 5u);
+          std::vector<float> a(3 * 48), b(3 * 48);
+          matmul_with_kernels(kernel_table(Isa::kScalar), w.matrix, x.data(), 3, a.data(), nullptr);
+          matmul_with_kernels(kernel_table(Isa::kScalar), pc.w, x.data(), 3, b.data(), nullptr);
+          EXPECT_EQ(a, b);
+        }
+      }
+    }
+  }
+  if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
+}
+
+TEST(PackedMatmul, ShapesThatCannotBePacked) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    auto odd_rows = make_weights(GgmlType::Q8_0, 40, 64, 1);  // not a multiple of kPackedRows
+    EXPECT_EQ(packed_weight_bytes(k, odd_rows.matrix), 0u);
+    auto f32 = make_weights(GgmlType::F32, 32, 64, 1);
+    EXPECT_EQ(packed_weight_bytes(k, f32.matrix), 0u);
+  }
+}
+
 // Float weights allow any row length; the kernels' tails must agree with the main loops.
 TEST(Matmul, FloatTypesAnyLength) {
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {

@@ -67,6 +67,15 @@ TEST(ServerConfig, UnknownEnvVariableIsAnError) {
   EXPECT_NE(c.status().message().find("KVSERVE_PROT"), std::string::npos);
 }
 
+// The kernel knobs are read by the kernels and the model loader, not the configuration: they
+// must not stop a server from starting.
+TEST(ServerConfig, KernelKnobsAreNotConfigKeys) {
+  auto s = with_model();
+  s.env.emplace("KVSERVE_KERNELS", "avx2");
+  s.env.emplace("KVSERVE_REPACK", "0");
+  EXPECT_TRUE(load_server_config(s).ok());
+}
+
 TEST(ServerConfig, BadValuesNameKeyAndSource) {
   struct Case {
     const char* key;

@@ -1,0 +1,179 @@
+// Repacked Q8_0 weights and their AVX-512 VNNI GEMM (KernelTable::packed[Q8_0]).
+//
+// Why: in the file's layout each weight row keeps its blocks together, so the row-major kernels
+// (gemm_avx512.cpp) end every 32-element block of every (weight row, activation row) pair with f32
+// work of their own: a convert, a scale product and an fma per vpdpbusd, then a horizontal sum.
+// Interleaving 16 weight rows so that one zmm holds 4 consecutive elements of each of the 16 rows
+// lets one vpdpbusd against a broadcast 4-byte group of activations advance 16 outputs at once: a
+// block costs 8 vpdpbusd, then one convert, one multiply and one fma for 16 outputs, and the 16
+// lanes are the 16 outputs (no horizontal sum). The weight bytes read are the same as the file's.
+//
+// Packed weights, per group of 16 rows (rows 16g .. 16g+15), nb = cols / 32 blocks:
+//   codes  [nb][8][16][4] u8 : [b][j][r][i] = q + 128 of row r, element 32b + 4j + i
+//   scales [nb][16]       f16: [b][r] = d of row r, block b
+// group_bytes = nb * 544 rounded up to 64 (zero padding); the groups follow one another.
+//
+// Rearranged activation rows (the q8_0 values the row-major path uses, bit for bit):
+//   codes [nb][32] s8 | dx [nb] f32 (the block's f16 scale, widened) | negc [nb] i32 = -128 * sum of
+//   the block's codes; row bytes = nb * 40 rounded up to 64.
+//
+// Arithmetic per output (weight row r, activation row k), whatever the tile:
+//   for each block b in order: isum = negc[k][b] + sum_e (q[r][e] + 128) * x[k][e]   (exact int32:
+//   |isum| <= 32 * 255 * 127), then acc = fma(d[r][b] * dx[k][b], float(isum), acc).
+// Integer partial sums may be split across registers (exact), the f32 steps never are, so an
+// output depends neither on which activation rows share its tile nor on the thread split.
+//
+// This file follows gemm_avx512.cpp's rule: nothing from a shared header's inline functions, only
+// intrinsics and this file's anonymous namespace (it is compiled with AVX-512 flags).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/vec_dot.h"
+#include "tensor/block_formats.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr int kRows = kPackedRows;                      // 16 weight rows per group = zmm lanes
+constexpr size_t kCodeBytes = size_t(kRows) * kQK;      // 512: one block of a group's codes
+constexpr size_t kScaleBytes = size_t(kRows) * 2;       // 32: one block of a group's f16 scales
+constexpr int64_t kMaxCols = int64_t(1) << 16;          // wider rows stay in the file layout
+constexpr int kMaxTileCols = 8;                         // activation rows per register tile
+
+size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
+
+size_t group_bytes(int64_t cols) {
+  if (cols <= 0 || cols % kQK != 0 || cols > kMaxCols) return 0;
+  return round64(size_t(cols / kQK) * (kCodeBytes + kScaleBytes));
+}
+
+size_t act_bytes(int64_t cols) { return round64(size_t(cols / kQK) * (kQK + 8)); }
+
+void pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  const int64_t nb = cols / kQK;
+  const size_t gb = group_bytes(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    uint8_t* codes = out;
+    uint8_t* scales = out + size_t(nb) * kCodeBytes;
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(scales + size_t(b) * kScaleBytes + 2 * size_t(r), &src[b].d, 2);
+        for (int e = 0; e < kQK; ++e)
+          codes[size_t(b) * kCodeBytes + size_t(e / 4) * 64 + size_t(r) * 4 + size_t(e % 4)] = uint8_t(src[b].qs[e]) ^ 0x80;
+      }
+    }
+  }
+}
+
+// One activation row's three arrays.
+struct ActRow {
+  const int8_t* q;       // [nb][32]
+  const float* dx;       // [nb]
+  const int32_t* negc;   // [nb]
+};
+
+inline ActRow act_row(const uint8_t* row, int64_t nb) {
+  return {reinterpret_cast<const int8_t*>(row), reinterpret_cast<const float*>(row + nb * kQK),
+          reinterpret_cast<const int32_t*>(row + nb * (kQK + 4))};
+}
+
+void pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  const int64_t nb = cols / kQK;
+  for (int64_t k = 0; k < m; ++k) {
+    const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
+    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
+    auto* dx = reinterpret_cast<float*>(row + nb * kQK);
+    auto* negc = reinterpret_cast<int32_t*>(row + nb * (kQK + 4));
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(row + b * kQK, src[b].qs, kQK);
+      dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(src[b].d)));
+      // Sum of the 32 signed codes: SAD of the biased bytes against zero, minus the bias.
+      const __m256i biased = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[b].qs)),
+                                              _mm256_set1_epi8(char(0x80)));
+      const __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());
+      const int64_t s = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) + _mm256_extract_epi64(sad, 2) +
+                        _mm256_extract_epi64(sad, 3) - 128 * kQK;
+      negc[b] = int32_t(-128 * s);
+    }
+    std::memset(row + nb * (kQK + 8), 0, dst_stride - size_t(nb) * (kQK + 8));
+  }
+}
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One group of 16 weight rows (w) times NC activation rows: y[k * ys + r]. With one or two
+// activation rows (decode) the 8 vpdpbusd of a block are split over two integer chains per row so
+// that the chain latency does not bound a memory-streaming loop; the split is exact.
+template <int NC>
+void group_tile(int64_t nb, const uint8_t* w, const ActRow* a, float* y, size_t ys) {
+  constexpr int kChains = NC <= 2 ? 2 : 1;
+  const uint8_t* codes = w;
+  const uint8_t* scales = w + size_t(nb) * kCodeBytes;
+  __m512 acc[NC];
+  for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i s[kChains][NC];
+    for (int k = 0; k < NC; ++k) {
+      s[0][k] = _mm512_set1_epi32(a[k].negc[b]);
+      if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
+    }
+    const uint8_t* cb = codes + size_t(b) * kCodeBytes;
+    for (int j = 0; j < 8; ++j) {
+      const __m512i wv = _mm512_loadu_si512(cb + 64 * j);
+      for (int k = 0; k < NC; ++k)
+        s[j % kChains][k] = _mm512_dpbusd_epi32(s[j % kChains][k], wv, _mm512_set1_epi32(load_i32(a[k].q + b * kQK + 4 * j)));
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + size_t(b) * kScaleBytes)));
+    for (int k = 0; k < NC; ++k) {
+      __m512i isum = s[0][k];
+      if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, s[1][k]);
+      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[k].dx[b])), _mm512_cvtepi32_ps(isum), acc[k]);
+    }
+  }
+  for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
+}
+
+template <int NC>
+void groups(int64_t nb, const uint8_t* w, size_t gb, int64_t ng, const ActRow* a, float* y, size_t ys) {
+  for (int64_t g = 0; g < ng; ++g) group_tile<NC>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
+}
+
+void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
+          size_t ys) {
+  const int64_t nb = cols / kQK;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int64_t k0 = 0; k0 < nx; k0 += kMaxTileCols) {
+    const int nc = int(nx - k0 < kMaxTileCols ? nx - k0 : kMaxTileCols);
+    ActRow a[kMaxTileCols];
+    for (int k = 0; k < nc; ++k) a[k] = act_row(static_cast<const uint8_t*>(x) + size_t(k0 + k) * xs, nb);
+    float* yk = y + size_t(k0) * ys;
+    switch (nc) {
+      case 1: groups<1>(nb, wb, gb, ng, a, yk, ys); break;
+      case 2: groups<2>(nb, wb, gb, ng, a, yk, ys); break;
+      case 3: groups<3>(nb, wb, gb, ng, a, yk, ys); break;
+      case 4: groups<4>(nb, wb, gb, ng, a, yk, ys); break;
+      case 5: groups<5>(nb, wb, gb, ng, a, yk, ys); break;
+      case 6: groups<6>(nb, wb, gb, ng, a, yk, ys); break;
+      case 7: groups<7>(nb, wb, gb, ng, a, yk, ys); break;
+      default: groups<8>(nb, wb, gb, ng, a, yk, ys); break;
+    }
+  }
+}
+
+}  // namespace
+
+void fill_avx512_packed_kernels(KernelTable* t) {
+  t->packed[int(GgmlType::Q8_0)] = PackedKernels{group_bytes, pack, act_bytes, pack_acts, gemm};
+}
+
+}  // namespace kvserve
