@@ -36,15 +36,14 @@ namespace kvserve {
 
 namespace {
 
+using detail::kPrefetchAhead;
+using detail::prefetch_positions;
+using detail::row_ptr;
+
 constexpr int kTile = 16;      // positions per softmax update
 constexpr int kSubGroup = 8;   // query heads handled together (larger groups are split)
 
 // Start of the K (or V) head row of `slot` in block `block` for kv_head.
-inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& kv, size_t row_bytes, int32_t block,
-                              int slot, int kv_head) {
-  const size_t rows = size_t(slot) * size_t(kv.num_kv_heads) + size_t(kv_head);
-  return plane0 + size_t(block) * kv.block_stride + rows * row_bytes;
-}
 
 // Sum of each of 8 vectors, as one vector: lane j = sum of a[j]'s 8 lanes.
 inline __m256 hsum8(const __m256 a[8]) {
@@ -138,6 +137,7 @@ void attend_subgroup(const PagedKvView& kv, int64_t begin, int64_t end, int kv_h
     const int32_t block = kv.table[size_t(p0 / bs)];
     const int slot0 = int(p0 % bs);
     const int T = int(std::min<int64_t>({int64_t(kTile), int64_t(bs - slot0), end - p0}));
+    prefetch_positions(kv, k_row, v_row, p0 + kPrefetchAhead, kTile, end, kv_head);
     for (int j = 0; j < T; ++j) {
       const uint8_t* kr = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head);
       const uint8_t* vr = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head);

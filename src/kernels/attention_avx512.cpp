@@ -230,11 +230,6 @@ AccumulateFn accumulate_fn(KvElem t) {
   return nullptr;
 }
 
-inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& kv, size_t row_bytes, int32_t block,
-                              int slot, int kv_head) {
-  const size_t rows = size_t(slot) * size_t(kv.num_kv_heads) + size_t(kv_head);
-  return plane0 + size_t(block) * kv.block_stride + rows * row_bytes;
-}
 
 // The state of [begin, end) for G <= kSubGroup heads q[G][hd], written into `partial` as heads
 // g0 .. g0 + G of a group of `group` (layout of attention.h).
@@ -263,6 +258,7 @@ void attend_subgroup(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumu
     const int32_t block = kv.table[size_t(p0 / bs)];
     const int slot0 = int(p0 % bs);
     const int T = int(std::min<int64_t>({int64_t(kTile), int64_t(bs - slot0), end - p0}));
+    prefetch_positions(kv, k_row, v_row, p0 + kPrefetchAhead, kTile, end, kv_head);
     for (int j = 0; j < T; ++j) {
       krow[j] = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head);
       vrow[j] = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head);
