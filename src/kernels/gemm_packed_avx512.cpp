@@ -64,8 +64,12 @@ void pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst
       const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
       for (int64_t b = 0; b < nb; ++b) {
         std::memcpy(scales + size_t(b) * kScaleBytes + 2 * size_t(r), &src[b].d, 2);
-        for (int e = 0; e < kQK; ++e)
-          codes[size_t(b) * kCodeBytes + size_t(e / 4) * 64 + size_t(r) * 4 + size_t(e % 4)] = uint8_t(src[b].qs[e]) ^ 0x80;
+        for (int j = 0; j < kQK / 4; ++j) {  // 4 codes at a time, each biased by 128
+          uint32_t four;
+          std::memcpy(&four, src[b].qs + 4 * j, 4);
+          four ^= 0x80808080u;
+          std::memcpy(codes + size_t(b) * kCodeBytes + size_t(j) * 64 + size_t(r) * 4, &four, 4);
+        }
       }
     }
   }

@@ -79,47 +79,41 @@ const PackedKernels* packed_kernels(const KernelTable& kernels, const WeightMatr
 
 namespace {
 
-// Converts m activation rows of n floats for weight type `type` (once per call) and returns them;
-// *x_stride gets the bytes per converted row. F32 activations are used in place.
-const uint8_t* convert_activations(const KernelTable& kernels, GgmlType type, const float* x, int64_t m,
-                                   int64_t n, ThreadPool* pool, bool parallel, size_t* x_stride) {
-  if (activation_type(type) == GgmlType::F32) {
+// The activation rows as w's kernel reads them, converted once per call: m rows of w.cols floats
+// into w's activation encoding (*x_stride gets the bytes per row; F32 activations are used in
+// place) and, when w is packed for this table, rearranged by the packed kernels' pack_acts right
+// after each row range is converted, in the same parallel pass.
+const uint8_t* prepare_activations(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
+                                   ThreadPool* pool, bool parallel, size_t* x_stride) {
+  const int64_t n = w.cols;
+  if (activation_type(w.type) == GgmlType::F32) {
     *x_stride = size_t(n) * sizeof(float);
     return reinterpret_cast<const uint8_t*>(x);
   }
-  const size_t xs = activation_row_bytes(type, n);
-  *x_stride = xs;
+  const size_t xs = activation_row_bytes(w.type, n);
   uint8_t* buf = activation_scratch(xs * size_t(m));
+  const PackedKernels* pk = packed_kernels(kernels, w);
+  const size_t ps = pk != nullptr ? pk->act_bytes(n) : 0;
+  uint8_t* packed = pk != nullptr ? activation_scratch(ps * size_t(m), 1) : nullptr;
   // The table's wide quantizer when it has one (bit-identical to convert_activation_row).
-  const QuantizeActFn quantize = kernels.quantize_act[int(activation_type(type))];
+  const QuantizeActFn quantize = kernels.quantize_act[int(activation_type(w.type))];
   auto convert = [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       if (quantize != nullptr) {
         quantize(x + i * n, buf + size_t(i) * xs, n);
       } else {
-        convert_activation_row(type, x + i * n, buf + size_t(i) * xs, n);
+        convert_activation_row(w.type, x + i * n, buf + size_t(i) * xs, n);
       }
     }
+    if (pk != nullptr) pk->pack_acts(buf + size_t(i0) * xs, xs, i1 - i0, n, packed + size_t(i0) * ps, ps);
   };
   if (parallel && m >= 4) {
     pool->parallel_for(m, convert);
   } else {
     convert(0, m, 0);
   }
-  return buf;
-}
-
-// The activation rows as w's kernel reads them: converted, and rearranged when w is packed.
-const uint8_t* prepare_activations(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
-                                   ThreadPool* pool, bool parallel, size_t* x_stride) {
-  const uint8_t* xq = convert_activations(kernels, w.type, x, m, w.cols, pool, parallel, x_stride);
-  const PackedKernels* pk = packed_kernels(kernels, w);
-  if (pk == nullptr) return xq;
-  const size_t ps = pk->act_bytes(w.cols);
-  uint8_t* xp = activation_scratch(ps * size_t(m), 1);
-  pk->pack_acts(xq, *x_stride, m, w.cols, xp, ps);
-  *x_stride = ps;
-  return xp;
+  *x_stride = pk != nullptr ? ps : xs;
+  return pk != nullptr ? packed : buf;
 }
 
 // y[i][r] for every activation row i < m and weight rows r in [r0, r1) of w (xq: converted rows,

@@ -10,11 +10,7 @@
 namespace kvserve {
 
 ForwardPass::ForwardPass(const Model& model, KvStorage& kv, ThreadPool& pool)
-    : model_(model), kv_(kv), pool_(pool) {
-  const ModelHparams& hp = model.hparams();
-  rope_cos_.resize(size_t(hp.rope_dim / 2));
-  rope_sin_.resize(size_t(hp.rope_dim / 2));
-}
+    : model_(model), kv_(kv), pool_(pool) {}
 
 Status ForwardPass::validate(const ForwardBatch& batch) const {
   const ModelHparams& hp = model_.hparams();
@@ -256,50 +252,71 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
   float* x = x_.data();
   float* h = h_.data();
   get_rows(w.tok_embd, batch.tokens.data(), T, x);
+  // Rotary angles once per token for all layers (and for both q and k), built as the reference
+  // builds them (linear scaling and Llama-3 factors included): [T][rope_dim / 2] each.
+  const int64_t half = hp.rope_dim / 2;
+  rope_cos_.resize(size_t(T * half));
+  rope_sin_.resize(size_t(T * half));
+  for_tokens(T, [&](int64_t t0, int64_t t1) {
+    const auto& factors = w.rope_factors;
+    for (int64_t t = t0; t < t1; ++t)
+      rope_cos_sin(int(token_pos_[size_t(t)]), hp.rope_freq_base, hp.rope_freq_scale,
+                   factors.empty() ? nullptr : factors.data(), hp.rope_dim, &rope_cos_[size_t(t * half)],
+                   &rope_sin_[size_t(t * half)]);
+  });
 
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     // --- attention sub-layer ---
-    for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.attn_norm.data(), E, hp.rms_eps, h + t * E);
+    for_tokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) rmsnorm(x + t * E, L.attn_norm.data(), E, hp.rms_eps, h + t * E);
+    });
     {
       // One activation conversion and one pool pass for the three projections of h.
       const WeightMatrix qkv[3] = {L.wq, L.wk, L.wv};
       float* const outs[3] = {q_.data(), k_.data(), v_.data()};
       matmul_multi(qkv, 3, h, T, outs, &pool_);
     }
-    for (int64_t t = 0; t < T; ++t) {
-      float* q = &q_[size_t(t * hp.q_dim())];
-      float* k = &k_[size_t(t * hp.kv_dim())];
-      float* v = &v_[size_t(t * hp.kv_dim())];
-      if (!L.bq.empty()) {
-        add(q, L.bq.data(), hp.q_dim(), q);
-        add(k, L.bk.data(), hp.kv_dim(), k);
-        add(v, L.bv.data(), hp.kv_dim(), v);
+    for_tokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* q = &q_[size_t(t * hp.q_dim())];
+        float* k = &k_[size_t(t * hp.kv_dim())];
+        float* v = &v_[size_t(t * hp.kv_dim())];
+        if (!L.bq.empty()) {
+          add(q, L.bq.data(), hp.q_dim(), q);
+          add(k, L.bk.data(), hp.kv_dim(), k);
+          add(v, L.bv.data(), hp.kv_dim(), v);
+        }
+        const float* cs = &rope_cos_[size_t(t * half)];
+        const float* sn = &rope_sin_[size_t(t * half)];
+        apply_rope_cos_sin(q, hp.n_head, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
+        apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
       }
-      // Angles built as the reference builds them (linear scaling and Llama-3 factors included),
-      // once per token for both q and k.
-      const auto& factors = w.rope_factors;
-      rope_cos_sin(int(token_pos_[size_t(t)]), hp.rope_freq_base, hp.rope_freq_scale,
-                   factors.empty() ? nullptr : factors.data(), hp.rope_dim, rope_cos_.data(), rope_sin_.data());
-      apply_rope_cos_sin(q, hp.n_head, hp.head_dim, hp.rope_dim, rope_cos_.data(), rope_sin_.data(), hp.rope_neox);
-      apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, rope_cos_.data(), rope_sin_.data(),
-                         hp.rope_neox);
-    }
+    });
     store_kv(batch, l);
     attention_layer(batch, l);
     matmul(L.wo, attn_.data(), T, h, &pool_);
-    for (int64_t t = 0; t < T; ++t) add(x + t * E, h + t * E, E, x + t * E);
 
-    // --- feed-forward sub-layer (SwiGLU) ---
-    for (int64_t t = 0; t < T; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), E, hp.rms_eps, h + t * E);
+    // --- feed-forward sub-layer (SwiGLU), after the attention residual ---
+    for_tokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        add(x + t * E, h + t * E, E, x + t * E);
+        rmsnorm(x + t * E, L.ffn_norm.data(), E, hp.rms_eps, h + t * E);
+      }
+    });
     {
       const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
       float* const outs[2] = {gate_.data(), up_.data()};
       matmul_multi(gate_up, 2, h, T, outs, &pool_);
     }
-    swiglu(gate_.data(), up_.data(), T * hp.n_ff, gate_.data());
+    const int64_t F = hp.n_ff;
+    for_tokens(T, [&](int64_t t0, int64_t t1) {
+      swiglu(&gate_[size_t(t0 * F)], &up_[size_t(t0 * F)], (t1 - t0) * F, &gate_[size_t(t0 * F)]);
+    });
     matmul(L.w_down, gate_.data(), T, h, &pool_);
-    for (int64_t t = 0; t < T; ++t) add(x + t * E, h + t * E, E, x + t * E);
+    for_tokens(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) add(x + t * E, h + t * E, E, x + t * E);
+    });
   }
 
   // Final norm only on the rows whose logits are wanted, then the vocabulary projection.

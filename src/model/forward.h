@@ -46,6 +46,18 @@ class ForwardPass {
  private:
   Status validate(const ForwardBatch& batch) const;
   void ensure_workspace(int64_t num_tokens, int64_t num_out);
+  // Runs fn(t0, t1) over the token rows [0, T): on the pool for prefill-sized batches, inline for
+  // decode-sized ones (a pool hand-off costs more than a few rows of norms and adds). Each row is
+  // computed the same way either way.
+  template <typename Fn>
+  void for_tokens(int64_t T, Fn&& fn) {
+    constexpr int64_t kParallelTokens = 16;
+    if (T < kParallelTokens) {
+      fn(int64_t(0), T);
+      return;
+    }
+    pool_.parallel_for(T, [&](int64_t t0, int64_t t1, int) { fn(t0, t1); });
+  }
   // How attention_layer splits this batch's work (the same for every layer).
   void plan_attention(const ForwardBatch& batch);
   void attention_layer(const ForwardBatch& batch, int layer);
@@ -59,7 +71,7 @@ class ForwardPass {
   const Model& model_;
   KvStorage& kv_;
   ThreadPool& pool_;
-  std::vector<float> rope_cos_, rope_sin_;  // [rope_dim / 2] angles of the current token
+  std::vector<float> rope_cos_, rope_sin_;  // [T][rope_dim / 2] angles of the batch's tokens
 
   // Workspace, grown on demand and reused across calls (T = tokens in the batch):
   std::vector<float> x_;     // [T][n_embd]   residual stream
