@@ -118,6 +118,11 @@ inline int32_t load_i32(const int8_t* p) {
 // One group of 16 weight rows (w) times NC activation rows: y[k * ys + r]. With one or two
 // activation rows (decode) the 8 vpdpbusd of a block are split over two integer chains per row so
 // that the chain latency does not bound a memory-streaming loop; the split is exact.
+// Blocks ahead whose codes are hinted into L1: 8 (4 KiB). A decode matmul streams every weight
+// byte from memory once; the hint lifts batch-8 decode at context 128 from ~820 to ~1,150 tok/s
+// and batch 1 by ~10% (distances 2, 4, 8, 12, 16 measured; 8 to 16 alike). Inline asm because
+// GCC may delete a __builtin_prefetch it deems pure (see kernels/attention_impl.h).
+constexpr int64_t kPrefetchBlocks = 8;
 template <int NC>
 void group_tile(int64_t nb, const uint8_t* w, const ActRow* a, float* y, size_t ys) {
   constexpr int kChains = NC <= 2 ? 2 : 1;
@@ -132,6 +137,11 @@ void group_tile(int64_t nb, const uint8_t* w, const ActRow* a, float* y, size_t 
       if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
     }
     const uint8_t* cb = codes + size_t(b) * kCodeBytes;
+    {
+      // Past the group's last codes this lands in its scales and the next group: harmless hints.
+      const uint8_t* pf = cb + size_t(kPrefetchBlocks) * kCodeBytes;
+      for (int j = 0; j < 8; ++j) asm volatile("prefetcht0 %0" : : "m"(pf[64 * j]));
+    }
     for (int j = 0; j < 8; ++j) {
       const __m512i wv = _mm512_loadu_si512(cb + 64 * j);
       for (int k = 0; k < NC; ++k)
