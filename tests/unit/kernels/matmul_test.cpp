@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -244,6 +245,7 @@ bool pack_for(const KernelTable& k, WeightMatrix w, PackedCase* out) {
 
 TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   bool any = false;
+  std::set<GgmlType> packed_types;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
@@ -253,6 +255,7 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
         PackedCase pc;
         if (!pack_for(k, w.matrix, &pc)) continue;
         any = true;
+        packed_types.insert(t);
         EXPECT_EQ(pc.w.packed_for, &k);
         for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 70}) {
           auto x = make_activations(m, cols, 31u + uint32_t(m));
@@ -287,6 +290,9 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
         }
       }
     }
+  }
+  if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats
+    EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0}));
   }
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
