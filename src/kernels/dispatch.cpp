@@ -50,6 +50,7 @@ struct Tables {
     if (isa_supported(Isa::kAvx512)) {
       fill_avx512_kernels(&avx512);
       fill_avx512_packed_kernels(&avx512);
+      fill_avx512_packed_float_kernels(&avx512);
     }
   }
 };

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/packed_tile_width.h"
 #include "kernels/vec_dot.h"
 #include "tensor/block_formats.h"
 
@@ -247,16 +248,7 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
     ActRow a[kMaxTileCols];
     for (int k = 0; k < nc; ++k) a[k] = act_row(static_cast<const uint8_t*>(x) + size_t(k0 + k) * xs, nb);
     float* yk = y + size_t(k0) * ys;
-    switch (nc) {
-      case 1: groups<F, 1>(nb, wb, gb, ng, a, yk, ys); break;
-      case 2: groups<F, 2>(nb, wb, gb, ng, a, yk, ys); break;
-      case 3: groups<F, 3>(nb, wb, gb, ng, a, yk, ys); break;
-      case 4: groups<F, 4>(nb, wb, gb, ng, a, yk, ys); break;
-      case 5: groups<F, 5>(nb, wb, gb, ng, a, yk, ys); break;
-      case 6: groups<F, 6>(nb, wb, gb, ng, a, yk, ys); break;
-      case 7: groups<F, 7>(nb, wb, gb, ng, a, yk, ys); break;
-      default: groups<F, 8>(nb, wb, gb, ng, a, yk, ys); break;
-    }
+    with_tile_width(nc, [&](auto width) { groups<F, decltype(width)::value>(nb, wb, gb, ng, a, yk, ys); });
   }
 }
 

@@ -1,0 +1,136 @@
+// Repacked F16 and F32 weights and their AVX-512 GEMM (KernelTable::packed[F16 / F32]).
+//
+// F16 and F32 weights meet f32 activations (vec_dot.h), so a dot product is plain FMAs; the
+// row-major AVX2 kernels still end each (weight row, activation row) pair in a horizontal sum and
+// load every activation vector once per weight row. Interleaving 16 weight rows per element
+// (the same idea as gemm_packed_avx512.cpp) makes one zmm hold element e of 16 rows: one load
+// (and, for f16, one vcvtph2ps) then one FMA per activation row against the broadcast x[e]
+// advances 16 outputs, and the lanes are the outputs.
+//
+// Packed weights, per group of 16 rows (rows 16g .. 16g+15): [cols][16] elements of the weight
+// type (f16: 32 bytes per column, f32: 64), group_bytes = cols * 16 * sizeof rounded up to 64.
+// Activations are the f32 rows themselves (no rearrangement; matmul passes them in place).
+//
+// Arithmetic per output (row r, activation row k), whatever the tile: two f32 chains,
+// acc0 over the even columns and acc1 over the odd ones, each a sequence of fma(w, x, acc) in
+// column order, then acc0 + acc1 (a remainder column goes to acc0). The same for every tile
+// width, so results depend neither on the batch nor on the thread split.
+//
+// Like the other AVX-512 files: no inline functions from shared headers, only intrinsics and
+// this file's anonymous namespace.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/packed_tile_width.h"
+#include "kernels/vec_dot.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr int kRows = kPackedRows;              // 16 weight rows per group = zmm lanes
+constexpr int64_t kMaxCols = int64_t(1) << 20;  // wider rows stay in the file layout
+constexpr int kMaxTileCols = 8;                 // activation rows per register tile (2 x 8 accumulators)
+
+size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
+
+struct PackF16 {
+  using Elem = uint16_t;
+  static __m512 load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+
+struct PackF32 {
+  using Elem = float;
+  static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+};
+
+template <typename F>
+size_t group_bytes(int64_t cols) {
+  if (cols <= 0 || cols > kMaxCols) return 0;
+  return round64(size_t(cols) * kRows * sizeof(typename F::Elem));
+}
+
+template <typename F>
+void pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  using E = typename F::Elem;
+  const size_t gb = group_bytes<F>(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    auto* cells = reinterpret_cast<E*>(out);
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
+    }
+  }
+}
+
+// Never called: F16/F32 weights take f32 activations, which matmul passes in place.
+size_t act_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
+void pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  for (int64_t k = 0; k < m; ++k)
+    std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
+                size_t(cols) * sizeof(float));
+}
+
+inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// One group (w) times NC activation rows x[k] (f32): y[k * ys + r].
+template <typename F, int NC>
+void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y, size_t ys) {
+  constexpr size_t kStep = kRows * sizeof(typename F::Elem);  // bytes per column of the group
+  __m512 a0[NC], a1[NC];
+  for (int k = 0; k < NC; ++k) a0[k] = a1[k] = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 2 <= cols; c += 2) {
+    const uint8_t* p = w + size_t(c) * kStep;
+    // 2 KiB ahead: the decode-sized case streams the group from memory (see the quantized file).
+    prefetch_line(p + 2048);
+    if constexpr (kStep == 64) prefetch_line(p + 2048 + 64);
+    const __m512 w0 = F::load(p), w1 = F::load(p + kStep);
+    for (int k = 0; k < NC; ++k) {
+      a0[k] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k][c]), a0[k]);
+      a1[k] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[k][c + 1]), a1[k]);
+    }
+  }
+  if (c < cols) {
+    const __m512 w0 = F::load(w + size_t(c) * kStep);
+    for (int k = 0; k < NC; ++k) a0[k] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k][c]), a0[k]);
+  }
+  for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, _mm512_add_ps(a0[k], a1[k]));
+}
+
+template <typename F, int NC>
+void groups(int64_t cols, const uint8_t* w, size_t gb, int64_t ng, const float* const* x, float* y, size_t ys) {
+  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC>(cols, w + size_t(g) * gb, x, y + g * kRows, ys);
+}
+
+template <typename F>
+void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
+          size_t ys) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int64_t k0 = 0; k0 < nx; k0 += kMaxTileCols) {
+    const int nc = int(nx - k0 < kMaxTileCols ? nx - k0 : kMaxTileCols);
+    const float* rows[kMaxTileCols];
+    for (int k = 0; k < nc; ++k)
+      rows[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(x) + size_t(k0 + k) * xs);
+    float* yk = y + size_t(k0) * ys;
+    with_tile_width(nc, [&](auto width) { groups<F, decltype(width)::value>(cols, wb, gb, ng, rows, yk, ys); });
+  }
+}
+
+template <typename F>
+PackedKernels packed_kernels() {
+  return PackedKernels{group_bytes<F>, pack<F>, act_bytes, pack_acts, gemm<F>};
+}
+
+}  // namespace
+
+void fill_avx512_packed_float_kernels(KernelTable* t) {
+  t->packed[int(GgmlType::F16)] = packed_kernels<PackF16>();
+  t->packed[int(GgmlType::F32)] = packed_kernels<PackF32>();
+}
+
+}  // namespace kvserve
