@@ -111,14 +111,12 @@ template <typename F>
 void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
           size_t ys) {
   const auto* wb = static_cast<const uint8_t*>(w);
-  for (int64_t k0 = 0; k0 < nx; k0 += kMaxTileCols) {
-    const int nc = int(nx - k0 < kMaxTileCols ? nx - k0 : kMaxTileCols);
-    const float* rows[kMaxTileCols];
-    for (int k = 0; k < nc; ++k)
-      rows[k] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(x) + size_t(k0 + k) * xs);
-    float* yk = y + size_t(k0) * ys;
-    with_tile_width(nc, [&](auto width) { groups<F, decltype(width)::value>(cols, wb, gb, ng, rows, yk, ys); });
-  }
+  for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
+    constexpr int kNC = decltype(width)::value;
+    const float* xr[kNC];
+    for (int k = 0; k < kNC; ++k) xr[k] = reinterpret_cast<const float*>(rows[k]);
+    groups<F, kNC>(cols, wb, gb, ng, xr, yk, ys);
+  });
 }
 
 template <typename F>

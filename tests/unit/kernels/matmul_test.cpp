@@ -250,7 +250,7 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
-      for (int64_t cols : {37, 96, 576}) {
+      for (int64_t cols : {37, 96, 512, 576}) {
         if (cols % int64_t(ggml_block_size(t)) != 0) continue;
         auto w = make_weights(t, 48, cols, 21u + uint32_t(t));
         PackedCase pc;
@@ -294,7 +294,7 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
-                                                GgmlType::F32}));
+                                                GgmlType::F32, GgmlType::Q4_K}));
   }
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
