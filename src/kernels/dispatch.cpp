@@ -51,6 +51,7 @@ struct Tables {
       fill_avx512_kernels(&avx512);
       fill_avx512_packed_kernels(&avx512);
       fill_avx512_packed_float_kernels(&avx512);
+      fill_avx512_packed_kquant_kernels(&avx512);
     }
   }
 };

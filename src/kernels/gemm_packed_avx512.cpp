@@ -1,4 +1,4 @@
-// Repacked legacy-quant weights (Q8_0, Q4_0, Q5_0) and Q4_K, and their AVX-512 VNNI GEMMs
+// Repacked legacy-quant weights (Q8_0, Q4_0, Q5_0) and their AVX-512 VNNI GEMM
 // (KernelTable::packed).
 //
 // Why: in the file's layout each weight row keeps its blocks together, so the row-major kernels
@@ -29,27 +29,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/packed_tile_width.h"
-#include "kernels/vec_dot.h"
-#include "tensor/block_formats.h"
+#include "kernels/packed_avx512_common.h"
 
 namespace kvserve {
 
 namespace {
 
-constexpr int kRows = kPackedRows;                      // 16 weight rows per group = zmm lanes
-constexpr size_t kScaleBytes = size_t(kRows) * 2;       // 32: one block of a group's f16 scales
-constexpr int64_t kMaxCols = int64_t(1) << 16;          // wider rows stay in the file layout
 constexpr int kMaxTileCols = 8;                         // activation rows per register tile
-
-size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
-
-inline uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // ---- weight formats: how a block's 16 x 32 unsigned codes (q + kBias) are stored and unpacked ----
 //
 // Code vector j (j = 0..7) of a block is the zmm whose byte 4r + i is the code of row r, element
@@ -69,26 +55,6 @@ struct PackQ8_0 {
 
 // Q4_0: code vectors 2i and 2i+1 share 64 bytes as low and high nibbles (256 bytes), code = q + 8
 // (the stored nibble). The same bytes per row as the file's 16 nibble bytes.
-struct PackQ4_0 {
-  using Block = BlockQ4_0;
-  static constexpr int kBias = 8;
-  static constexpr size_t kCodeBytes = 256, kHighBytes = 0;
-  static uint8_t code(const Block& b, int e) { return e < 16 ? (b.qs[e] & 0x0F) : (b.qs[e - 16] >> 4); }
-  static void store(uint8_t* codes, uint8_t*, int j, int byte, uint8_t c) {
-    codes[64 * (j / 2) + byte] |= uint8_t(c << (4 * (j % 2)));
-  }
-  static void unpack(const uint8_t* codes, const uint8_t*, __m512i v[8]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int i = 0; i < 4; ++i) {
-      const __m512i both = _mm512_loadu_si512(codes + 64 * i);
-      v[2 * i] = _mm512_and_si512(both, low4);
-      v[2 * i + 1] = _mm512_and_si512(_mm512_srli_epi16(both, 4), low4);
-    }
-  }
-};
-
-// Q5_0: Q4_0's nibbles plus, per code vector, a 64-bit mask of the fifth bits (64 bytes),
-// code = q + 16 (nibble + 16 * fifth bit), one masked byte add per vector.
 struct PackQ5_0 {
   using Block = BlockQ5_0;
   static constexpr int kBias = 16;
@@ -180,12 +146,6 @@ void pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* ds
   }
 }
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // ---- the GEMM ----
 
 // Blocks ahead whose codes are hinted into L1: 8 (4 KiB of Q8_0 codes). A decode matmul streams
@@ -194,7 +154,6 @@ inline int32_t load_i32(const int8_t* p) {
 // Inline asm because GCC may delete a __builtin_prefetch it deems pure (kernels/attention_impl.h).
 constexpr int64_t kPrefetchBlocks = 8;
 
-inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
 
 // One group of 16 weight rows (w) times NC activation rows: y[k * ys + r]. Each block's integer
 // sum starts at -kBias * (sum of the activation codes), which undoes the weight codes' bias. With
@@ -256,157 +215,12 @@ PackedKernels packed_kernels() {
   return PackedKernels{group_bytes<F>, pack<F>, act_bytes, pack_acts, gemm<F>};
 }
 
-// ---- Q4_K ----
-//
-// A super-block (256 columns) of a group of 16 rows, 2,496 bytes (the file's 144 per row plus 12:
-// the 6-bit scales are widened to bytes and the mins to 16-bit pairs):
-//   codes [8 sub-blocks][256]  each sub-block's 32 x 16 nibbles as PackQ4_0 stores a block
-//   sc    [8][16] u8           scale of sub-block j, row r
-//   mins  [4][16][2] i16       (min of sub-block 2p, min of 2p + 1) of row r: vpdpwssd pairs
-//   d     [16] f16, dmin [16] f16
-// Arithmetic per output, per super-block in order (exact int32 until the two f32 steps):
-//   isum = sum_j sc_j * (sum_{e in j} q_e * x_e)          (0 <= q <= 15, no bias)
-//   msum = sum_j min_j * (sum_{e in j} x_e)
-//   acc = fma(d * dx, float(isum), acc); acc = fnmadd(dmin * dx, float(msum), acc)
-// (|isum| <= 8 * 63 * 32 * 15 * 127 < 2^31.) Activations: q8_K rows rearranged per super-block as
-// codes [256] s8 | dx f32 | xsum pairs [4] (two i16: sums of sub-blocks 2p and 2p + 1).
-
-constexpr int kSubBlocks = kQK_K / kQK;  // 8 sub-blocks of 32 per super-block
-constexpr size_t kKCodeBytes = 256 * size_t(kSubBlocks);  // 2048
-constexpr size_t kKSuperBytes = kKCodeBytes + 128 + 256 + 64;
-constexpr size_t kKActBytes = kQK_K + 4 + 16;  // per super-block of an activation row
-constexpr int kKMaxTileCols = 4;               // 4 registers per activation row: fits 32
-
-// Scale and min of sub-block j of a Q4_K block (the layout comment of BlockQ4_K; local, see the
-// file comment).
-void q4k_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = uint8_t((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-    *mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
-size_t q4k_group_bytes(int64_t cols) {
-  if (cols <= 0 || cols % kQK_K != 0 || cols > kMaxCols) return 0;
-  return round64(size_t(cols / kQK_K) * kKSuperBytes);
-}
-
-void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
-  const int64_t ns = cols / kQK_K;
-  const size_t gb = q4k_group_bytes(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t b = 0; b < ns; ++b) {
-        uint8_t* sb = out + size_t(b) * kKSuperBytes;
-        uint8_t* sc = sb + kKCodeBytes;
-        auto* mins = reinterpret_cast<int16_t*>(sc + 128);
-        uint8_t* dd = sc + 128 + 256;
-        std::memcpy(dd + 2 * r, &src[b].d, 2);
-        std::memcpy(dd + 32 + 2 * r, &src[b].dmin, 2);
-        for (int j = 0; j < kSubBlocks; ++j) {
-          uint8_t s6, m6;
-          q4k_scale_min(src[b].scales, j, &s6, &m6);
-          sc[16 * j + r] = s6;
-          mins[(j / 2) * 32 + 2 * r + (j % 2)] = int16_t(m6);
-          for (int e = 0; e < kQK; ++e) {
-            const uint8_t byte = src[b].qs[32 * (j / 2) + e];
-            const uint8_t q = (j % 2) ? uint8_t(byte >> 4) : uint8_t(byte & 0x0F);
-            PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, 4 * r + e % 4, q);
-          }
-        }
-      }
-    }
-  }
-}
-
-size_t q4k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kKActBytes); }
-
-void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
-  const int64_t ns = cols / kQK_K;
-  for (int64_t k = 0; k < m; ++k) {
-    const auto* src = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
-    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
-    for (int64_t b = 0; b < ns; ++b) {
-      uint8_t* o = row + size_t(b) * kKActBytes;
-      std::memcpy(o, src[b].qs, kQK_K);
-      std::memcpy(o + kQK_K, &src[b].d, 4);
-      int16_t pairs[8];
-      for (int j = 0; j < kSubBlocks; ++j) pairs[j] = int16_t(src[b].bsums[2 * j] + src[b].bsums[2 * j + 1]);
-      std::memcpy(o + kQK_K + 4, pairs, 16);
-    }
-    std::memset(row + size_t(ns) * kKActBytes, 0, dst_stride - size_t(ns) * kKActBytes);
-  }
-}
-
-template <int NC>
-void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float* y, size_t ys) {
-  constexpr int kChains = NC <= 2 ? 2 : 1;
-  __m512 acc[NC];
-  for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < ns; ++b) {
-    const uint8_t* sb = w + size_t(b) * kKSuperBytes;
-    for (size_t o = 0; o < kKSuperBytes; o += 64) prefetch_line(sb + 2 * kKSuperBytes + o);
-    const uint8_t* sc = sb + kKCodeBytes;
-    const uint8_t* mins = sc + 128;
-    const uint8_t* dd = mins + 256;
-    __m512i isum[NC], msum[NC];
-    for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();
-    for (int j = 0; j < kSubBlocks; ++j) {
-      __m512i v[8];
-      PackQ4_0::unpack(sb + 256 * size_t(j), nullptr, v);
-      const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * j)));
-      for (int k = 0; k < NC; ++k) {
-        const int8_t* xq = reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j;
-        __m512i s[kChains];
-        for (int c = 0; c < kChains; ++c) s[c] = _mm512_setzero_si512();
-        for (int e = 0; e < 8; ++e)
-          s[e % kChains] = _mm512_dpbusd_epi32(s[e % kChains], v[e], _mm512_set1_epi32(load_i32(xq + 4 * e)));
-        __m512i t = s[0];
-        if constexpr (kChains == 2) t = _mm512_add_epi32(t, s[1]);
-        isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(t, scale));
-      }
-    }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dd + 32)));
-    for (int k = 0; k < NC; ++k) {
-      const uint8_t* a = x[k] + size_t(b) * kKActBytes;
-      for (int p = 0; p < kSubBlocks / 2; ++p) {
-        int32_t pair;
-        std::memcpy(&pair, a + kQK_K + 4 + 4 * p, 4);
-        msum[k] = _mm512_dpwssd_epi32(msum[k], _mm512_loadu_si512(mins + 64 * p), _mm512_set1_epi32(pair));
-      }
-      float dx;
-      std::memcpy(&dx, a + kQK_K, 4);
-      const __m512 vdx = _mm512_set1_ps(dx);
-      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum[k]), acc[k]);
-      acc[k] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(msum[k]), acc[k]);
-    }
-  }
-  for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
-}
-
-void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
-              size_t ys) {
-  const int64_t ns = cols / kQK_K;
-  const auto* wb = static_cast<const uint8_t*>(w);
-  for_each_tile<kKMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    for (int64_t g = 0; g < ng; ++g) q4k_group_tile<decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
-  });
-}
-
 }  // namespace
 
 void fill_avx512_packed_kernels(KernelTable* t) {
   t->packed[int(GgmlType::Q8_0)] = packed_kernels<PackQ8_0>();
   t->packed[int(GgmlType::Q4_0)] = packed_kernels<PackQ4_0>();
   t->packed[int(GgmlType::Q5_0)] = packed_kernels<PackQ5_0>();
-  t->packed[int(GgmlType::Q4_K)] = PackedKernels{q4k_group_bytes, q4k_pack, q4k_act_bytes, q4k_pack_acts, q4k_gemm};
 }
 
 }  // namespace kvserve

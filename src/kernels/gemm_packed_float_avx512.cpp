@@ -23,18 +23,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/packed_tile_width.h"
-#include "kernels/vec_dot.h"
+#include "kernels/packed_avx512_common.h"
 
 namespace kvserve {
 
 namespace {
 
-constexpr int kRows = kPackedRows;              // 16 weight rows per group = zmm lanes
-constexpr int64_t kMaxCols = int64_t(1) << 20;  // wider rows stay in the file layout
+constexpr int64_t kMaxFloatCols = int64_t(1) << 20;  // wider rows stay in the file layout
 constexpr int kMaxTileCols = 8;                 // activation rows per register tile (2 x 8 accumulators)
-
-size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
 
 struct PackF16 {
   using Elem = uint16_t;
@@ -48,7 +44,7 @@ struct PackF32 {
 
 template <typename F>
 size_t group_bytes(int64_t cols) {
-  if (cols <= 0 || cols > kMaxCols) return 0;
+  if (cols <= 0 || cols > kMaxFloatCols) return 0;
   return round64(size_t(cols) * kRows * sizeof(typename F::Elem));
 }
 
@@ -74,8 +70,6 @@ void pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* ds
     std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
                 size_t(cols) * sizeof(float));
 }
-
-inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
 
 // One group (w) times NC activation rows x[k] (f32): y[k * ys + r].
 template <typename F, int NC>

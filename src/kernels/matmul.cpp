@@ -175,6 +175,15 @@ void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint
   }
 }
 
+// Whether two matrices read the same activation rows: both unpacked, or both packed with the same
+// activation rearrangement (Q8_0/Q5_0/Q4_0 share one; Q4_K and Q6_K each have their own).
+bool same_packed_activations(const KernelTable& kernels, const WeightMatrix& a, const WeightMatrix& b) {
+  const PackedKernels* pa = packed_kernels(kernels, a);
+  const PackedKernels* pb = packed_kernels(kernels, b);
+  if (pa == nullptr || pb == nullptr) return pa == pb;
+  return pa->pack_acts == pb->pack_acts && pa->act_bytes == pb->act_bytes;
+}
+
 // Threads take weight rows in whole packed groups, in units of kRowUnit for GEMM types (whole
 // tiles), single rows otherwise.
 int64_t row_unit(const KernelTable& kernels, const WeightMatrix& w) {
@@ -220,7 +229,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
     if (kernels.vec_dot[int(ws[j].type)] == nullptr) fail("no kernel for weight type", ws[j]);
     shared = shared && ws[j].cols == ws[0].cols && activation_type(ws[j].type) == activation_type(ws[0].type) &&
              row_unit(kernels, ws[j]) == row_unit(kernels, ws[0]) &&
-             (packed_kernels(kernels, ws[j]) != nullptr) == (packed_kernels(kernels, ws[0]) != nullptr);
+             same_packed_activations(kernels, ws[j], ws[0]);
   }
   if (!shared || pool == nullptr || pool->num_threads() <= 1) {
     for (int j = 0; j < count; ++j) matmul_with_kernels(kernels, ws[j], x, m, ys[j], pool);

@@ -294,9 +294,39 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
-                                                GgmlType::F32, GgmlType::Q4_K}));
+                                                GgmlType::F32, GgmlType::Q4_K, GgmlType::Q6_K}));
   }
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
+}
+
+// matmul_multi over packed matrices of different types (their activation rearrangements
+// differ: Q4_K's and Q6_K's are not Q8_0's) equals one matmul per matrix, bit for bit.
+TEST(PackedMatmul, MultiAcrossPackedTypes) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 table";
+  const KernelTable& k = kernel_table(Isa::kAvx512);
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0};
+  std::vector<RandomWeights> raw;
+  std::vector<PackedCase> packed(4);
+  WeightMatrix ws[4];
+  for (int j = 0; j < 4; ++j) {
+    raw.push_back(make_weights(types[j], 32, 512, 40u + uint32_t(j)));
+    ASSERT_TRUE(pack_for(k, raw.back().matrix, &packed[size_t(j)])) << ggml_type_name(types[j]);
+    ws[j] = packed[size_t(j)].w;
+  }
+  ThreadPool pool(2);
+  for (int64_t m : {1, 5}) {
+    auto x = make_activations(m, 512, 7u);
+    std::vector<std::vector<float>> multi(4, std::vector<float>(size_t(m) * 32)), single = multi;
+    float* const outs[4] = {multi[0].data(), multi[1].data(), multi[2].data(), multi[3].data()};
+    // Pairs that share an activation type (q8_K: Q4_K + Q6_K; q8_0: Q8_0 + Q5_0), so that the
+    // multi path converts once for both.
+    matmul_multi_with_kernels(k, ws, 2, x.data(), m, outs, &pool);
+    matmul_multi_with_kernels(k, ws + 2, 2, x.data(), m, outs + 2, &pool);
+    for (int j = 0; j < 4; ++j) {
+      matmul_with_kernels(k, ws[j], x.data(), m, single[size_t(j)].data(), &pool);
+      EXPECT_EQ(multi[size_t(j)], single[size_t(j)]) << ggml_type_name(types[j]) << " m " << m;
+    }
+  }
 }
 
 TEST(PackedMatmul, ShapesThatCannotBePacked) {
