@@ -3,7 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
@@ -142,13 +145,28 @@ void Model::repack_weights() {
   if (align == kHugePage) (void)madvise(buf, round_up(total, align), MADV_HUGEPAGE);
   packed_.reset(buf);
   packed_bytes_ = total;
-  for (WeightMatrix* m : ms) {
-    const size_t bytes = packed_weight_bytes(k, *m);
+  // Each matrix's place in the buffer, then the matrices packed by all cores (a 1B-parameter
+  // Q4_K_M model takes ~1.6 s on one): each writes only its own range.
+  std::vector<uint8_t*> dst(ms.size(), nullptr);
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const size_t bytes = packed_weight_bytes(k, *ms[i]);
     if (bytes == 0) continue;
-    pack_weight(k, m, buf);
+    dst[i] = buf;
     buf += round_up(bytes, 64);
-    if (!(m == &w_.output && w_.tied_output)) release_file_pages(m->data, m->row_bytes * size_t(m->rows));
   }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < ms.size();) {
+      if (dst[i] == nullptr) continue;
+      WeightMatrix* m = ms[i];
+      pack_weight(k, m, dst[i]);
+      if (!(m == &w_.output && w_.tied_output)) release_file_pages(m->data, m->row_bytes * size_t(m->rows));
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
 }
 
 size_t Model::weight_bytes() const {
