@@ -1,4 +1,4 @@
-// Repacked k-quant weights (Q4_K, Q6_K) and their AVX-512 VNNI GEMMs (KernelTable::packed):
+// Repacked k-quant weights (Q4_K, Q5_K, Q6_K) and their AVX-512 VNNI GEMMs (KernelTable::packed):
 // the 16-row interleave of gemm_packed_avx512.cpp (see its comment for why) applied per 256-column
 // super-block, with the sub-block scales applied to exact integer sub-block sums.
 //
@@ -25,9 +25,20 @@ namespace {
 // (|isum| <= 8 * 63 * 32 * 15 * 127 < 2^31.) Activations: q8_K rows rearranged per super-block as
 // codes [256] s8 | dx f32 | xsum pairs [4] (two i16: sums of sub-blocks 2p and 2p + 1).
 
+//
+// Q5_K is the same with a fifth bit per code (q <= 31): after the codes, [8 sub-blocks][8 code
+// vectors] 64-bit masks of the fifth bits (512 bytes; one masked byte add per vector, as Q5_0),
+// 3,008 bytes per super-block (+12 per row over the file's 176). Its activations are Q4_K's.
+
 constexpr int kSubBlocks = kQK_K / kQK;  // 8 sub-blocks of 32 per super-block
 constexpr size_t kKCodeBytes = 256 * size_t(kSubBlocks);  // 2048
-constexpr size_t kKSuperBytes = kKCodeBytes + 128 + 256 + 64;
+
+template <typename B>
+constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+template <typename B>
+constexpr size_t kHighBytes = kFifth<B> ? 512 : 0;
+template <typename B>
+constexpr size_t kKSuperBytes = kKCodeBytes + kHighBytes<B> + 128 + 256 + 64;
 constexpr size_t kKActBytes = kQK_K + 4 + 16;  // per super-block of an activation row
 constexpr int kKMaxTileCols = 4;               // 4 registers per activation row: fits 32
 
@@ -43,22 +54,25 @@ void q4k_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+template <typename B>
 size_t q4k_group_bytes(int64_t cols) {
   if (cols <= 0 || cols % kQK_K != 0 || cols > kMaxCols) return 0;
-  return round64(size_t(cols / kQK_K) * kKSuperBytes);
+  return round64(size_t(cols / kQK_K) * kKSuperBytes<B>);
 }
 
+template <typename B>
 void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
   const int64_t ns = cols / kQK_K;
-  const size_t gb = q4k_group_bytes(cols);
+  const size_t gb = q4k_group_bytes<B>(cols);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
     std::memset(out, 0, gb);
     for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      const auto* src = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
       for (int64_t b = 0; b < ns; ++b) {
-        uint8_t* sb = out + size_t(b) * kKSuperBytes;
-        uint8_t* sc = sb + kKCodeBytes;
+        uint8_t* sb = out + size_t(b) * kKSuperBytes<B>;
+        uint8_t* high = sb + kKCodeBytes;
+        uint8_t* sc = high + kHighBytes<B>;
         auto* mins = reinterpret_cast<int16_t*>(sc + 128);
         uint8_t* dd = sc + 128 + 256;
         std::memcpy(dd + 2 * r, &src[b].d, 2);
@@ -69,9 +83,13 @@ void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void*
           sc[16 * j + r] = s6;
           mins[(j / 2) * 32 + 2 * r + (j % 2)] = int16_t(m6);
           for (int e = 0; e < kQK; ++e) {
-            const uint8_t byte = src[b].qs[32 * (j / 2) + e];
-            const uint8_t q = (j % 2) ? uint8_t(byte >> 4) : uint8_t(byte & 0x0F);
-            PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, 4 * r + e % 4, q);
+            const uint8_t both = src[b].qs[32 * (j / 2) + e];
+            const uint8_t q = (j % 2) ? uint8_t(both >> 4) : uint8_t(both & 0x0F);
+            const int byte = 4 * r + e % 4;
+            PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, byte, q);
+            if constexpr (kFifth<B>) {
+              if ((src[b].qh[e] >> j) & 1) high[64 * j + 8 * (e / 4) + byte / 8] |= uint8_t(1u << (byte % 8));
+            }
           }
         }
       }
@@ -98,15 +116,17 @@ void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void
   }
 }
 
-template <int NC>
+template <typename B, int NC>
 void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float* y, size_t ys) {
+  constexpr size_t kSuper = kKSuperBytes<B>;
   constexpr int kChains = NC <= 2 ? 2 : 1;
   __m512 acc[NC];
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
-    const uint8_t* sb = w + size_t(b) * kKSuperBytes;
-    for (size_t o = 0; o < kKSuperBytes; o += 64) prefetch_line(sb + 2 * kKSuperBytes + o);
-    const uint8_t* sc = sb + kKCodeBytes;
+    const uint8_t* sb = w + size_t(b) * kSuper;
+    for (size_t o = 0; o < kSuper; o += 64) prefetch_line(sb + 2 * kSuper + o);
+    const uint8_t* high = sb + kKCodeBytes;
+    const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
     const uint8_t* dd = mins + 256;
     __m512i isum[NC], msum[NC];
@@ -114,6 +134,13 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
     for (int j = 0; j < kSubBlocks; ++j) {
       __m512i v[8];
       PackQ4_0::unpack(sb + 256 * size_t(j), nullptr, v);
+      if constexpr (kFifth<B>) {
+        for (int i = 0; i < 8; ++i) {
+          uint64_t bits;
+          std::memcpy(&bits, high + 64 * j + 8 * i, 8);
+          v[i] = _mm512_mask_add_epi8(v[i], _cvtu64_mask64(bits), v[i], _mm512_set1_epi8(16));
+        }
+      }
       const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * j)));
       for (int k = 0; k < NC; ++k) {
         const int8_t* xq = reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j;
@@ -145,12 +172,13 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
 
+template <typename B>
 void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
               size_t ys) {
   const int64_t ns = cols / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_tile<kKMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    for (int64_t g = 0; g < ng; ++g) q4k_group_tile<decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
+    for (int64_t g = 0; g < ng; ++g) q4k_group_tile<B, decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
   });
 }
 
@@ -280,7 +308,10 @@ void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x,
 }  // namespace
 
 void fill_avx512_packed_kquant_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::Q4_K)] = PackedKernels{q4k_group_bytes, q4k_pack, q4k_act_bytes, q4k_pack_acts, q4k_gemm};
+  t->packed[int(GgmlType::Q4_K)] = PackedKernels{q4k_group_bytes<BlockQ4_K>, q4k_pack<BlockQ4_K>, q4k_act_bytes,
+                                                 q4k_pack_acts, q4k_gemm<BlockQ4_K>};
+  t->packed[int(GgmlType::Q5_K)] = PackedKernels{q4k_group_bytes<BlockQ5_K>, q4k_pack<BlockQ5_K>, q4k_act_bytes,
+                                                 q4k_pack_acts, q4k_gemm<BlockQ5_K>};
   t->packed[int(GgmlType::Q6_K)] = PackedKernels{q6k_group_bytes, q6k_pack, q6k_act_bytes, q6k_pack_acts, q6k_gemm};
 }
 
