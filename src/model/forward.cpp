@@ -92,7 +92,8 @@ int64_t ForwardPass::item_first(const ForwardBatch& batch, int64_t i) const {
 // item left to right exactly as attention_group_range merges them, so every path gives
 // bit-identical results:
 //  - few items (decode of a few sequences, where a long context makes attention dominate):
-//    units spread the positions of each item over every thread;
+//    units spread the positions of each item over every thread and are taken chunk by chunk,
+//    every KV head of a chunk in turn (see below);
 //  - prefill: the tokens of one sequence chunk that all cover the same whole chunk of positions
 //    share its K/V reads (query_groups_): up to kQueryTokens tokens' queries are stacked as one
 //    group of heads, and each token's state is scattered to its unit. Per-head arithmetic does
@@ -123,6 +124,8 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
       }
       t0 += n;
     }
+    // Batched decode: one task per item keeps a sequence's heads on one thread (its K/V lines
+    // stay in L2 between heads); position units measured no faster there.
     if (query_groups_.empty()) return;
   }
   int64_t units = 0;
@@ -140,9 +143,21 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
       const int64_t i = t * nkv + g.kv_head;
       unit_grouped_[size_t(unit_first_[size_t(i)] + g.chunk - item_first(batch, i) / C)] = 1;
     }
+  // The other units in (token, position chunk, KV head) order: a slot holds all KV heads' rows
+  // side by side, so a thread that takes a chunk's heads in turn finds the cache lines the
+  // first head pulled in still in L1/L2 (item-major order read them from memory once per KV
+  // head at long contexts: decode at context 2000, q8_0 K/V, went 171 -> 215 tok/s). Results do
+  // not depend on the order: each unit has its own state, merged per item in position order.
   unit_single_.clear();
-  for (int64_t u = 0; u < units; ++u)
-    if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
+  for (int64_t t = 0; t < int64_t(batch.tokens.size()); ++t) {
+    const int64_t i0 = t * nkv;  // every KV head of a token sees the same positions
+    const int64_t n = unit_first_[size_t(i0) + 1] - unit_first_[size_t(i0)];
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t h = 0; h < nkv; ++h) {
+        const int64_t u = unit_first_[size_t(i0 + h)] + c;
+        if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
+      }
+  }
 }
 
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
