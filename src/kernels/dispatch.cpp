@@ -42,6 +42,7 @@ struct Tables {
     avx2.isa = Isa::kAvx2;
     avx2.name = "avx2";
     fill_avx2_kernels(&avx2);
+    fill_avx2_packed_kernels(&avx2);
     avx512 = avx2;
     avx512.isa = Isa::kAvx512;
     avx512.name = "avx512";

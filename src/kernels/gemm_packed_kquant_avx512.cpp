@@ -133,7 +133,7 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
     for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();
     for (int j = 0; j < kSubBlocks; ++j) {
       __m512i v[8];
-      PackQ4_0::unpack(sb + 256 * size_t(j), nullptr, v);
+      unpack_nibbles(sb + 256 * size_t(j), v);
       if constexpr (kFifth<B>) {
         for (int i = 0; i < 8; ++i) {
           uint64_t bits;

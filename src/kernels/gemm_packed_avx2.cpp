@@ -1,0 +1,138 @@
+// Repacked legacy-quant weights (Q8_0, Q4_0, Q5_0) and their AVX2 GEMM (KernelTable::packed of
+// the AVX2 table): the baseline every target machine has, so a machine without AVX-512 gets the
+// same layout's benefits (packed_layout.h; the same bytes as the AVX-512 table's packing).
+//
+// Why: the row-major AVX2 kernels (vec_dot_avx2.cpp) end every 32-element block of every (weight
+// row, activation row) pair with f32 work (convert, scale product, fma) and a horizontal sum per
+// output. Here one 256-bit half of a code vector holds 4 consecutive elements of 8 weight rows,
+// so the integer multiply-adds against a broadcast 4-byte group of activations advance 8 outputs
+// at once, and a block ends in one convert, one multiply and one fma per 8 outputs.
+//
+// Integer arithmetic per (half code vector, activation row), exact:
+//   Q8_0: the codes are q + 128; v = codes ^ 0x80 = q (s8). maddubs needs one unsigned operand,
+//         so it takes |q| (u8, <= 128) against x * sign(q) (|x| <= 127: q8_0 activations never
+//         hold -128): pairs <= 2 * 128 * 127 < 2^15, no saturation; then madd with ones -> int32.
+//   Q4_0, Q5_0: the codes (q + 8, q + 16 <= 31) are already unsigned: maddubs(codes, x), pairs
+//         <= 2 * 31 * 127; four of them add in int16 (<= 31,496 < 2^15) before one madd, and the
+//         block's sum starts at -kBias * sum(x) to undo the bias.
+// Then per block acc = fma(d[r][b] * dx[k][b], float(isum), acc), in that order for every output
+// whatever the tile (exact integer sums may be split differently), so results depend neither on
+// the batch nor on the thread split; they differ from the row-major kernels only in f32 order.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/packed_layout.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr int kMaxTileCols = 4;  // activation rows per register tile (16 ymm registers)
+// Blocks ahead whose codes are hinted into L1, as the AVX-512 path does (gemm_packed_avx512.cpp).
+constexpr int64_t kPrefetchBlocks = 8;
+
+// Half h (weight rows 8h .. 8h+7) of code vector j of a block: elements 4j .. 4j+3 of those rows.
+// Q8_0 gives signed q, the others unsigned codes. One vector at a time, so that a tile of four
+// activation rows keeps its accumulators in registers.
+inline __m256i code_vector(PackQ8_0, const uint8_t* codes, const uint8_t*, int h, int j) {
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * j + 32 * h)),
+                          _mm256_set1_epi8(char(0x80)));
+}
+
+inline __m256i code_vector(PackQ4_0, const uint8_t* codes, const uint8_t*, int h, int j) {
+  const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * (j / 2) + 32 * h));
+  return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(both, 4) : both, _mm256_set1_epi8(0x0F));
+}
+
+// Q5_0: the 32 fifth bits of the half (bits 32h .. of vector j's 64-bit mask) spread to one byte
+// each (byte b of the half takes bit b), then 16 added where set.
+inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, int h, int j) {
+  // Each 128-bit lane holds the 4 mask bytes; lane 0's bytes take mask bytes 0 and 1, lane 1's
+  // take 2 and 3.
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(load_u32(high + 8 * j + 4 * h))), spread);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_add_epi8(code_vector(PackQ4_0{}, codes, nullptr, h, j), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+
+// The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):
+// s[k] (8 int32 lanes, one per weight row of the half).
+template <typename F, int NC>
+inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActRow* a, int64_t b, __m256i s[NC]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (F::kBias == 128) {  // Q8_0: signed codes, |q| against x * sign(q)
+    for (int k = 0; k < NC; ++k) s[k] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = code_vector(F{}, cb, hb, h, j);
+      const __m256i u = _mm256_sign_epi8(v, v);
+      for (int k = 0; k < NC; ++k) {
+        const __m256i x = broadcast4(a[k].q + b * kQK + 4 * j);
+        s[k] = _mm256_add_epi32(s[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(x, v)), ones));
+      }
+    }
+  } else {  // unsigned codes <= 31: four pair sums add in int16
+    for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
+    for (int j0 = 0; j0 < 8; j0 += 4) {
+      __m256i p[NC];
+      for (int j = j0; j < j0 + 4; ++j) {
+        const __m256i v = code_vector(F{}, cb, hb, h, j);
+        for (int k = 0; k < NC; ++k) {
+          const __m256i m = _mm256_maddubs_epi16(v, broadcast4(a[k].q + b * kQK + 4 * j));
+          p[k] = j == j0 ? m : _mm256_add_epi16(p[k], m);
+        }
+      }
+      for (int k = 0; k < NC; ++k) s[k] = _mm256_add_epi32(s[k], _mm256_madd_epi16(p[k], ones));
+    }
+  }
+}
+
+// Half h of one group of 16 weight rows (w) times NC activation rows: y[k * ys + r] for the
+// half's 8 rows r (y points at the half's first row).
+template <typename F, int NC>
+void half_tile(int64_t nb, const uint8_t* w, int h, const Q8ActRow* a, float* y, size_t ys) {
+  const uint8_t* codes = w;
+  const uint8_t* high = w + size_t(nb) * F::kCodeBytes;
+  const uint8_t* scales = high + size_t(nb) * F::kHighBytes;
+  __m256 acc[NC];
+  for (int k = 0; k < NC; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* cb = codes + size_t(b) * F::kCodeBytes;
+    // The first half's pass streams the codes from memory; the second finds them in cache.
+    if (h == 0)
+      for (size_t o = 0; o < F::kCodeBytes; o += 64) prefetch_line(cb + kPrefetchBlocks * F::kCodeBytes + o);
+    __m256i s[NC];
+    block_sums<F, NC>(cb, high + size_t(b) * F::kHighBytes, h, a, b, s);
+    const __m256 dw = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + size_t(b) * kScaleBytes + 16 * size_t(h))));
+    for (int k = 0; k < NC; ++k)
+      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[k].dx[b])), _mm256_cvtepi32_ps(s[k]), acc[k]);
+  }
+  for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys, acc[k]);
+}
+
+template <typename F>
+void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
+          size_t ys) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for_each_q8_tile<kMaxTileCols>(cols, x, xs, nx, y, ys, [&](auto width, const Q8ActRow* a, float* yk) {
+    for (int64_t g = 0; g < ng; ++g)
+      for (int h = 0; h < 2; ++h)
+        half_tile<F, decltype(width)::value>(cols / kQK, wb + size_t(g) * gb, h, a, yk + g * kRows + 8 * h, ys);
+  });
+}
+
+}  // namespace
+
+void fill_avx2_packed_kernels(KernelTable* t) {
+  t->packed[int(GgmlType::Q8_0)] = legacy_packed_kernels<PackQ8_0, gemm<PackQ8_0>>();
+  t->packed[int(GgmlType::Q4_0)] = legacy_packed_kernels<PackQ4_0, gemm<PackQ4_0>>();
+  t->packed[int(GgmlType::Q5_0)] = legacy_packed_kernels<PackQ5_0, gemm<PackQ5_0>>();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,213 @@
+// Internal to the packed-GEMM files: the repacked layout of the legacy quants (Q8_0, Q4_0,
+// Q5_0) and of their rearranged q8_0 activation rows, which every instruction set's packed GEMM
+// reads (gemm_packed_avx512.cpp, gemm_packed_avx2.cpp; the k-quant and float files add their own),
+// plus the activation-row tiling of a packed GEMM call with the tile width (1..8) as a
+// compile-time constant so that register tiles are unrolled per width.
+//
+// Packed weights, per group of 16 rows (rows 16g .. 16g+15), nb = cols / 32 blocks:
+//   codes  [nb][kCodeBytes]  unsigned codes q + kBias, arranged as the format says
+//   high   [nb][kHighBytes]  Q5_0's fifth bits (none for the others)
+//   scales [nb][16] f16      [b][r] = d of row r, block b
+// packed_group_bytes rounded up to 64 (zero padding); the groups follow one another.
+//
+// Nothing here needs more than the baseline flags (AVX2): the anonymous namespace gives every
+// including file its own copy (internal linkage), so code compiled with wider flags in one file
+// is never handed by the linker to another.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/vec_dot.h"
+#include "tensor/block_formats.h"
+
+namespace kvserve {
+namespace {
+
+constexpr int kRows = kPackedRows;                      // 16 weight rows per group = zmm lanes
+constexpr size_t kScaleBytes = size_t(kRows) * 2;       // 32: one block of a group's f16 scales
+constexpr int64_t kMaxCols = int64_t(1) << 16;          // wider quantized rows stay in the file layout
+
+inline size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// prefetcht0 of p's line. Inline asm because GCC may delete a __builtin_prefetch it deems pure
+// (kernels/attention_impl.h).
+inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// Code vector j (j = 0..7) of a block of 32 columns is the 64 bytes whose byte 4r + i is the code of
+// row r, element 4j + i; a multiply-add of it against the broadcast activation codes 4j..4j+3
+// advances all 16 rows (vpdpbusd on AVX-512; two 8-row halves on AVX2).
+
+// Q8_0: the 8 code vectors as they are (512 bytes), code = q + 128.
+struct PackQ8_0 {
+  using Block = BlockQ8_0;
+  static constexpr int kBias = 128;
+  static constexpr size_t kCodeBytes = 512, kHighBytes = 0;
+  static uint8_t code(const Block& b, int e) { return uint8_t(b.qs[e]) ^ 0x80; }
+  static void store(uint8_t* codes, uint8_t*, int j, int byte, uint8_t c) { codes[64 * j + byte] = c; }
+};
+
+// Q4_0: code vectors 2i and 2i+1 share 64 bytes as low and high nibbles (256 bytes), code = q + 8
+// (the stored nibble). The same bytes per row as the file's 16 nibble bytes.
+struct PackQ4_0 {
+  using Block = BlockQ4_0;
+  static constexpr int kBias = 8;
+  static constexpr size_t kCodeBytes = 256, kHighBytes = 0;
+  static uint8_t code(const Block& b, int e) { return e < 16 ? (b.qs[e] & 0x0F) : (b.qs[e - 16] >> 4); }
+  static void store(uint8_t* codes, uint8_t*, int j, int byte, uint8_t c) {
+    codes[64 * (j / 2) + byte] |= uint8_t(c << (4 * (j % 2)));
+  }
+};
+
+// Q5_0: Q4_0's nibbles plus, per code vector, a 64-bit mask of the fifth bits (64 bytes),
+// code = q + 16 (nibble + 16 * fifth bit).
+struct PackQ5_0 {
+  using Block = BlockQ5_0;
+  static constexpr int kBias = 16;
+  static constexpr size_t kCodeBytes = 256, kHighBytes = 64;
+  static uint8_t code(const Block& b, int e) {
+    const uint8_t low = e < 16 ? (b.qs[e] & 0x0F) : (b.qs[e - 16] >> 4);
+    return uint8_t(low | (((load_u32(b.qh) >> e) & 1u) << 4));
+  }
+  static void store(uint8_t* codes, uint8_t* high, int j, int byte, uint8_t c) {
+    PackQ4_0::store(codes, nullptr, j, byte, uint8_t(c & 0x0F));
+    if (c & 0x10) high[8 * j + byte / 8] |= uint8_t(1u << (byte % 8));
+  }
+};
+
+// Group layout: codes [nb][kCodeBytes] | fifth bits [nb][kHighBytes] | scales [nb][16] f16.
+template <typename F>
+inline size_t packed_group_bytes(int64_t cols) {
+  if (cols <= 0 || cols % kQK != 0 || cols > kMaxCols) return 0;
+  return round64(size_t(cols / kQK) * (F::kCodeBytes + F::kHighBytes + kScaleBytes));
+}
+
+template <typename F>
+inline void pack_rows(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  const int64_t nb = cols / kQK;
+  const size_t gb = packed_group_bytes<F>(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    uint8_t* codes = out;
+    uint8_t* high = out + size_t(nb) * F::kCodeBytes;
+    uint8_t* scales = high + size_t(nb) * F::kHighBytes;
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src =
+          reinterpret_cast<const typename F::Block*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(scales + size_t(b) * kScaleBytes + 2 * size_t(r), &src[b].d, 2);
+        for (int e = 0; e < kQK; ++e)
+          F::store(codes + size_t(b) * F::kCodeBytes, high + size_t(b) * F::kHighBytes, e / 4, 4 * r + e % 4,
+                   F::code(src[b], e));
+      }
+    }
+  }
+}
+
+// ---- activations ----
+//
+// Rearranged activation rows (the q8_0 values the row-major path uses, bit for bit):
+//   codes [nb][32] s8 | dx [nb] f32 (the block's f16 scale, widened) | sum [nb] i32 (of the codes)
+// row bytes = nb * 40 rounded up to 64.
+inline size_t q8_act_bytes(int64_t cols) { return round64(size_t(cols / kQK) * (kQK + 8)); }
+
+struct Q8ActRow {
+  const int8_t* q;      // [nb][32]
+  const float* dx;      // [nb]
+  const int32_t* sum;   // [nb]
+};
+
+inline Q8ActRow q8_act_row(const uint8_t* row, int64_t nb) {
+  return {reinterpret_cast<const int8_t*>(row), reinterpret_cast<const float*>(row + nb * kQK),
+          reinterpret_cast<const int32_t*>(row + nb * (kQK + 4))};
+}
+
+inline void q8_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  const int64_t nb = cols / kQK;
+  for (int64_t k = 0; k < m; ++k) {
+    const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
+    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
+    auto* dx = reinterpret_cast<float*>(row + nb * kQK);
+    auto* sum = reinterpret_cast<int32_t*>(row + nb * (kQK + 4));
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(row + b * kQK, src[b].qs, kQK);
+      dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(src[b].d)));
+      // Sum of the 32 signed codes: SAD of the biased bytes against zero, minus the bias.
+      const __m256i biased = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[b].qs)),
+                                              _mm256_set1_epi8(char(0x80)));
+      const __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());
+      sum[b] = int32_t(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) + _mm256_extract_epi64(sad, 2) +
+                       _mm256_extract_epi64(sad, 3) - 128 * kQK);
+    }
+    std::memset(row + nb * (kQK + 8), 0, dst_stride - size_t(nb) * (kQK + 8));
+  }
+}
+
+template <typename Fn>
+inline void with_tile_width(int nc, Fn&& fn) {
+  switch (nc) {
+    case 1: return fn(std::integral_constant<int, 1>{});
+    case 2: return fn(std::integral_constant<int, 2>{});
+    case 3: return fn(std::integral_constant<int, 3>{});
+    case 4: return fn(std::integral_constant<int, 4>{});
+    case 5: return fn(std::integral_constant<int, 5>{});
+    case 6: return fn(std::integral_constant<int, 6>{});
+    case 7: return fn(std::integral_constant<int, 7>{});
+    default: return fn(std::integral_constant<int, 8>{});
+  }
+}
+
+// Cuts nx activation rows (x + k * x_stride) into tiles of at most kMax rows and calls
+// fn(width, rows, y_tile) per tile: width an integral_constant, rows[0..width) the tile's rows,
+// y_tile its first output row (y + k0 * y_stride).
+template <int kMax, typename Fn>
+inline void for_each_tile(const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride, Fn&& fn) {
+  for (int64_t k0 = 0; k0 < nx; k0 += kMax) {
+    const int nc = int(nx - k0 < kMax ? nx - k0 : kMax);
+    const uint8_t* rows[kMax];
+    for (int k = 0; k < nc; ++k) rows[k] = static_cast<const uint8_t*>(x) + size_t(k0 + k) * x_stride;
+    float* yk = y + size_t(k0) * y_stride;
+    with_tile_width(nc, [&](auto width) {
+      if constexpr (decltype(width)::value <= kMax) fn(width, rows, yk);
+    });
+  }
+}
+
+// for_each_tile for q8 activation rows (q8_pack_acts): fn(width, a, y_tile) with a[0..width)
+// the tile's rows.
+template <int kMax, typename Fn>
+inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride,
+                             Fn&& fn) {
+  const int64_t nb = cols / kQK;
+  for_each_tile<kMax>(x, x_stride, nx, y, y_stride, [&](auto width, const uint8_t* const* rows, float* yk) {
+    Q8ActRow a[decltype(width)::value];
+    for (int k = 0; k < decltype(width)::value; ++k) a[k] = q8_act_row(rows[k], nb);
+    fn(width, static_cast<const Q8ActRow*>(a), yk);
+  });
+}
+
+// The table entry of a legacy quant format F with its GEMM.
+template <typename F, auto Gemm>
+PackedKernels legacy_packed_kernels() {
+  return PackedKernels{packed_group_bytes<F>, pack_rows<F>, q8_act_bytes, q8_pack_acts, Gemm};
+}
+
+}  // namespace
+}  // namespace kvserve
