@@ -292,11 +292,12 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
       }
     }
   }
-  if (isa_supported(Isa::kAvx2)) {  // the AVX2 table packs the legacy 8-, 5- and 4-bit formats
+  if (isa_supported(Isa::kAvx2)) {  // the AVX2 table packs the legacy 8-, 5- and 4-bit formats and the k-quants
     std::set<GgmlType> avx2_types;
     for (GgmlType t : kWeightTypes)
       if (kernel_table(Isa::kAvx2).packed[int(t)].gemm != nullptr) avx2_types.insert(t);
-    EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0}));
+    EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                                              GgmlType::Q5_K, GgmlType::Q6_K}));
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
@@ -305,11 +306,7 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
 
-// matmul_multi over packed matrices of different types (their activation rearrangements
-// differ: Q4_K's and Q6_K's are not Q8_0's) equals one matmul per matrix, bit for bit.
-TEST(PackedMatmul, MultiAcrossPackedTypes) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 table";
-  const KernelTable& k = kernel_table(Isa::kAvx512);
+void multi_across_packed_types(const KernelTable& k) {
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0};
   std::vector<RandomWeights> raw;
   std::vector<PackedCase> packed(4);
@@ -330,9 +327,16 @@ TEST(PackedMatmul, MultiAcrossPackedTypes) {
     matmul_multi_with_kernels(k, ws + 2, 2, x.data(), m, outs + 2, &pool);
     for (int j = 0; j < 4; ++j) {
       matmul_with_kernels(k, ws[j], x.data(), m, single[size_t(j)].data(), &pool);
-      EXPECT_EQ(multi[size_t(j)], single[size_t(j)]) << ggml_type_name(types[j]) << " m " << m;
+      EXPECT_EQ(multi[size_t(j)], single[size_t(j)]) << k.name << " " << ggml_type_name(types[j]) << " m " << m;
     }
   }
+}
+
+// matmul_multi over packed matrices of different types (their activation rearrangements
+// differ: Q4_K's and Q6_K's are not Q8_0's) equals one matmul per matrix, bit for bit.
+TEST(PackedMatmul, MultiAcrossPackedTypes) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) multi_across_packed_types(kernel_table(isa));
 }
 
 TEST(PackedMatmul, ShapesThatCannotBePacked) {

@@ -1,0 +1,202 @@
+// Internal to the packed-GEMM files: the repacked layout of the k-quants (Q4_K, Q5_K, Q6_K) and
+// of their rearranged q8_K activation rows, read by every instruction set's k-quant GEMM
+// (gemm_packed_kquant_avx512.cpp, gemm_packed_kquant_avx2.cpp): the 16-row interleave of
+// packed_layout.h applied per 256-column super-block, with the sub-block scales kept apart so
+// that they multiply exact integer sub-block sums. Baseline flags only; internal linkage (see
+// packed_layout.h).
+#pragma once
+
+#include "kernels/packed_layout.h"
+
+namespace kvserve {
+namespace {
+
+// ---- Q4_K ----
+//
+// A super-block (256 columns) of a group of 16 rows, 2,496 bytes (the file's 144 per row plus 12:
+// the 6-bit scales are widened to bytes and the mins to 16-bit pairs):
+//   codes [8 sub-blocks][256]  each sub-block's 32 x 16 nibbles as PackQ4_0 stores a block
+//   sc    [8][16] u8           scale of sub-block j, row r
+//   mins  [4][16][2] i16       (min of sub-block 2p, min of 2p + 1) of row r: vpdpwssd pairs
+//   d     [16] f16, dmin [16] f16
+// Arithmetic per output, per super-block in order (exact int32 until the two f32 steps):
+//   isum = sum_j sc_j * (sum_{e in j} q_e * x_e)          (0 <= q <= 15, no bias)
+//   msum = sum_j min_j * (sum_{e in j} x_e)
+//   acc = fma(d * dx, float(isum), acc); acc = fnmadd(dmin * dx, float(msum), acc)
+// (|isum| <= 8 * 63 * 32 * 15 * 127 < 2^31.) Activations: q8_K rows rearranged per super-block as
+// codes [256] s8 | dx f32 | xsum pairs [4] (two i16: sums of sub-blocks 2p and 2p + 1).
+
+//
+// Q5_K is the same with a fifth bit per code (q <= 31): after the codes, [8 sub-blocks][8 code
+// vectors] 64-bit masks of the fifth bits (512 bytes; one masked byte add per vector, as Q5_0),
+// 3,008 bytes per super-block (+12 per row over the file's 176). Its activations are Q4_K's.
+
+constexpr int kSubBlocks = kQK_K / kQK;  // 8 sub-blocks of 32 per super-block
+constexpr size_t kKCodeBytes = 256 * size_t(kSubBlocks);  // 2048
+
+template <typename B>
+constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+template <typename B>
+constexpr size_t kHighBytes = kFifth<B> ? 512 : 0;
+template <typename B>
+constexpr size_t kKSuperBytes = kKCodeBytes + kHighBytes<B> + 128 + 256 + 64;
+constexpr size_t kKActBytes = kQK_K + 4 + 16;  // per super-block of an activation row
+
+// Scale and min of sub-block j of a Q4_K block (the layout comment of BlockQ4_K).
+inline void q4k_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = uint8_t((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+    *mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+template <typename B>
+inline size_t q4k_group_bytes(int64_t cols) {
+  if (cols <= 0 || cols % kQK_K != 0 || cols > kMaxCols) return 0;
+  return round64(size_t(cols / kQK_K) * kKSuperBytes<B>);
+}
+
+template <typename B>
+inline void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  const int64_t ns = cols / kQK_K;
+  const size_t gb = q4k_group_bytes<B>(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t b = 0; b < ns; ++b) {
+        uint8_t* sb = out + size_t(b) * kKSuperBytes<B>;
+        uint8_t* high = sb + kKCodeBytes;
+        uint8_t* sc = high + kHighBytes<B>;
+        auto* mins = reinterpret_cast<int16_t*>(sc + 128);
+        uint8_t* dd = sc + 128 + 256;
+        std::memcpy(dd + 2 * r, &src[b].d, 2);
+        std::memcpy(dd + 32 + 2 * r, &src[b].dmin, 2);
+        for (int j = 0; j < kSubBlocks; ++j) {
+          uint8_t s6, m6;
+          q4k_scale_min(src[b].scales, j, &s6, &m6);
+          sc[16 * j + r] = s6;
+          mins[(j / 2) * 32 + 2 * r + (j % 2)] = int16_t(m6);
+          for (int e = 0; e < kQK; ++e) {
+            const uint8_t both = src[b].qs[32 * (j / 2) + e];
+            const uint8_t q = (j % 2) ? uint8_t(both >> 4) : uint8_t(both & 0x0F);
+            const int byte = 4 * r + e % 4;
+            PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, byte, q);
+            if constexpr (kFifth<B>) {
+              if ((src[b].qh[e] >> j) & 1) high[64 * j + 8 * (e / 4) + byte / 8] |= uint8_t(1u << (byte % 8));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+inline size_t q4k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kKActBytes); }
+
+inline void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  const int64_t ns = cols / kQK_K;
+  for (int64_t k = 0; k < m; ++k) {
+    const auto* src = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
+    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
+    for (int64_t b = 0; b < ns; ++b) {
+      uint8_t* o = row + size_t(b) * kKActBytes;
+      std::memcpy(o, src[b].qs, kQK_K);
+      std::memcpy(o + kQK_K, &src[b].d, 4);
+      int16_t pairs[8];
+      for (int j = 0; j < kSubBlocks; ++j) pairs[j] = int16_t(src[b].bsums[2 * j] + src[b].bsums[2 * j + 1]);
+      std::memcpy(o + kQK_K + 4, pairs, 16);
+    }
+    std::memset(row + size_t(ns) * kKActBytes, 0, dst_stride - size_t(ns) * kKActBytes);
+  }
+}
+
+// ---- Q6_K ----
+//
+// A super-block (256 columns) of a group of 16 rows, 3,360 bytes (the file's 210 per row):
+//   nib   [32][64]  code vectors 2p (low nibbles) and 2p + 1 (high) of the low 4 bits
+//   hi    [16][64]  the top 2 bits of code vectors 4i .. 4i+3 (vector 4i + j in bits 2j, 2j + 1)
+//   sc    [16][16]  i8 scale of 16-element chunk i, row r
+//   d     [16] f16
+// Codes are q6 in 0..63 (= value / scale + 32). Arithmetic per output, per super-block in order:
+//   isum = sum_i sc_i * (sum_{e in chunk i} q_e * x_e - 32 * sum_{e in chunk i} x_e)   (exact:
+//   |isum| <= 16 * 128 * 16 * 63 * 127 < 2^31), then acc = fma(d * dx, float(isum), acc).
+// Activations: q8_K rows rearranged per super-block as codes [256] s8 | dx f32 | 32 * bsums [16] i32.
+
+constexpr int kChunks6 = kQK_K / 16;  // 16 scale chunks of 16 per super-block
+constexpr size_t kQ6SuperBytes = 2048 + 1024 + 256 + 32;
+constexpr size_t kQ6ActBytes = kQK_K + 4 + 4 * kChunks6;
+
+inline uint8_t q6k_code(const BlockQ6_K& b, int e) {
+  const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+  const uint8_t lq = b.ql[64 * h + l + (quarter % 2) * 32];
+  const uint8_t low = quarter >= 2 ? uint8_t(lq >> 4) : uint8_t(lq & 0x0F);
+  return uint8_t(low | (((b.qh[32 * h + l] >> (2 * quarter)) & 3) << 4));
+}
+
+inline size_t q6k_group_bytes(int64_t cols) {
+  if (cols <= 0 || cols % kQK_K != 0 || cols > kMaxCols) return 0;
+  return round64(size_t(cols / kQK_K) * kQ6SuperBytes);
+}
+
+inline void q6k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  const int64_t ns = cols / kQK_K;
+  const size_t gb = q6k_group_bytes(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t b = 0; b < ns; ++b) {
+        uint8_t* nib = out + size_t(b) * kQ6SuperBytes;
+        uint8_t* hi = nib + 2048;
+        auto* sc = reinterpret_cast<int8_t*>(hi + 1024);
+        std::memcpy(hi + 1024 + 256 + 2 * r, &src[b].d, 2);
+        for (int i = 0; i < kChunks6; ++i) sc[16 * i + r] = src[b].scales[i];
+        for (int e = 0; e < kQK_K; ++e) {
+          const uint8_t q = q6k_code(src[b], e);
+          const int v = e / 4, byte = 4 * r + e % 4;  // code vector v, byte within it
+          nib[64 * (v / 2) + byte] |= uint8_t((q & 0x0F) << (4 * (v % 2)));
+          hi[64 * (v / 4) + byte] |= uint8_t((q >> 4) << (2 * (v % 4)));
+        }
+      }
+    }
+  }
+}
+
+inline size_t q6k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kQ6ActBytes); }
+
+inline void q6k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  const int64_t ns = cols / kQK_K;
+  for (int64_t k = 0; k < m; ++k) {
+    const auto* src = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
+    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
+    for (int64_t b = 0; b < ns; ++b) {
+      uint8_t* o = row + size_t(b) * kQ6ActBytes;
+      std::memcpy(o, src[b].qs, kQK_K);
+      std::memcpy(o + kQK_K, &src[b].d, 4);
+      int32_t corr[kChunks6];
+      for (int i = 0; i < kChunks6; ++i) corr[i] = 32 * int32_t(src[b].bsums[i]);
+      std::memcpy(o + kQK_K + 4, corr, sizeof corr);
+    }
+    std::memset(row + size_t(ns) * kQ6ActBytes, 0, dst_stride - size_t(ns) * kQ6ActBytes);
+  }
+}
+
+// The table entries of the k-quants with their GEMMs.
+template <typename B, auto Gemm>
+PackedKernels q4k_packed_kernels() {
+  return PackedKernels{q4k_group_bytes<B>, q4k_pack<B>, q4k_act_bytes, q4k_pack_acts, Gemm};
+}
+
+template <auto Gemm>
+PackedKernels q6k_packed_kernels() {
+  return PackedKernels{q6k_group_bytes, q6k_pack, q6k_act_bytes, q6k_pack_acts, Gemm};
+}
+
+}  // namespace
+}  // namespace kvserve
