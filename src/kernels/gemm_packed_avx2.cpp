@@ -92,28 +92,33 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
   }
 }
 
-// Half h of one group of 16 weight rows (w) times NC activation rows: y[k * ys + r] for the
-// half's 8 rows r (y points at the half's first row).
-template <typename F, int NC>
-void half_tile(int64_t nb, const uint8_t* w, int h, const Q8ActRow* a, float* y, size_t ys) {
+// Halves h0 .. h0 + H - 1 of one group of 16 weight rows (w) times NC activation rows:
+// y[k * ys + 8 (h - h0) + r] for row r of half h. One or two activation rows (decode) take both
+// halves in one pass over the codes (registers allow it); wider tiles take one half per pass,
+// the second finding the codes the first pulled into cache.
+template <typename F, int NC, int H>
+void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float* y, size_t ys) {
   const uint8_t* codes = w;
   const uint8_t* high = w + size_t(nb) * F::kCodeBytes;
   const uint8_t* scales = high + size_t(nb) * F::kHighBytes;
-  __m256 acc[NC];
-  for (int k = 0; k < NC; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[H][NC];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* cb = codes + size_t(b) * F::kCodeBytes;
-    // The first half's pass streams the codes from memory; the second finds them in cache.
-    if (h == 0)
+    if (h0 == 0)  // the pass that streams the codes from memory
       for (size_t o = 0; o < F::kCodeBytes; o += 64) prefetch_line(cb + kPrefetchBlocks * F::kCodeBytes + o);
-    __m256i s[NC];
-    block_sums<F, NC>(cb, high + size_t(b) * F::kHighBytes, h, a, b, s);
-    const __m256 dw = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + size_t(b) * kScaleBytes + 16 * size_t(h))));
-    for (int k = 0; k < NC; ++k)
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[k].dx[b])), _mm256_cvtepi32_ps(s[k]), acc[k]);
+    for (int h = 0; h < H; ++h) {
+      __m256i s[NC];
+      block_sums<F, NC>(cb, high + size_t(b) * F::kHighBytes, h0 + h, a, b, s);
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(scales + size_t(b) * kScaleBytes + 16 * size_t(h0 + h))));
+      for (int k = 0; k < NC; ++k)
+        acc[h][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[k].dx[b])), _mm256_cvtepi32_ps(s[k]), acc[h][k]);
+    }
   }
-  for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys, acc[k]);
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
 }
 
 template <typename F>
@@ -121,9 +126,15 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
           size_t ys) {
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_q8_tile<kMaxTileCols>(cols, x, xs, nx, y, ys, [&](auto width, const Q8ActRow* a, float* yk) {
-    for (int64_t g = 0; g < ng; ++g)
-      for (int h = 0; h < 2; ++h)
-        half_tile<F, decltype(width)::value>(cols / kQK, wb + size_t(g) * gb, h, a, yk + g * kRows + 8 * h, ys);
+    constexpr int kNC = decltype(width)::value;
+    for (int64_t g = 0; g < ng; ++g) {
+      if constexpr (kNC <= 2) {
+        halves_tile<F, kNC, 2>(cols / kQK, wb + size_t(g) * gb, 0, a, yk + g * kRows, ys);
+      } else {
+        for (int h = 0; h < 2; ++h)
+          halves_tile<F, kNC, 1>(cols / kQK, wb + size_t(g) * gb, h, a, yk + g * kRows + 8 * h, ys);
+      }
+    }
   });
 }
 

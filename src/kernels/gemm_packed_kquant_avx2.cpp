@@ -57,123 +57,141 @@ inline __m256i q4k_code_vector(const uint8_t* codes, const uint8_t* high, int h,
   return v;
 }
 
-// Half h (rows 8h .. 8h+7) of one group of a Q4_K/Q5_K matrix times NC activation rows.
-template <typename B, int NC>
-void q4k_half_tile(int64_t ns, const uint8_t* w, int h, const uint8_t* const* x, float* y, size_t ys) {
+// Halves h0 .. h0 + H - 1 (rows 8h .. 8h+7 each) of one group of a Q4_K/Q5_K matrix times NC
+// activation rows: y[k * ys + 8 (h - h0) + r] (H = 2 for decode: one pass over the codes).
+template <typename B, int NC, int H>
+void q4k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, float* y, size_t ys) {
   constexpr size_t kSuper = kKSuperBytes<B>;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NC];
-  for (int k = 0; k < NC; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[H][NC];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
-    if (h == 0)  // the first half's pass streams the super-block; the second finds it in cache
+    if (h0 == 0)  // the pass that streams the super-block from memory
       for (size_t o = 0; o < kSuper; o += 64) prefetch_line(sb + 2 * kSuper + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
     const uint8_t* dd = mins + 256;
-    __m256i isum[NC];
-    for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
-    for (int j = 0; j < kSubBlocks; ++j) {
-      __m256i t[NC];
-      for (int i0 = 0; i0 < 8; i0 += 4) {
-        __m256i p[NC];
-        for (int i = i0; i < i0 + 4; ++i) {
-          const __m256i v = q4k_code_vector<B>(sb + 256 * size_t(j), high + 64 * j, h, i);
+    for (int hh = 0; hh < H; ++hh) {
+      const int h = h0 + hh;
+      __m256i isum[NC];
+      for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
+      for (int j = 0; j < kSubBlocks; ++j) {
+        __m256i t[NC];
+        for (int i0 = 0; i0 < 8; i0 += 4) {
+          __m256i p[NC];
+          for (int i = i0; i < i0 + 4; ++i) {
+            const __m256i v = q4k_code_vector<B>(sb + 256 * size_t(j), high + 64 * j, h, i);
+            for (int k = 0; k < NC; ++k) {
+              const int8_t* xq = reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j + 4 * i;
+              const __m256i m = _mm256_maddubs_epi16(v, broadcast4(xq));
+              p[k] = i == i0 ? m : _mm256_add_epi16(p[k], m);
+            }
+          }
           for (int k = 0; k < NC; ++k) {
-            const int8_t* xq = reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j + 4 * i;
-            const __m256i m = _mm256_maddubs_epi16(v, broadcast4(xq));
-            p[k] = i == i0 ? m : _mm256_add_epi16(p[k], m);
+            const __m256i s = _mm256_madd_epi16(p[k], ones);
+            t[k] = i0 == 0 ? s : _mm256_add_epi32(t[k], s);
           }
         }
-        for (int k = 0; k < NC; ++k) {
-          const __m256i s = _mm256_madd_epi16(p[k], ones);
-          t[k] = i0 == 0 ? s : _mm256_add_epi32(t[k], s);
-        }
+        const __m256i scale = widen_u8(sc + 16 * j + 8 * h);
+        for (int k = 0; k < NC; ++k) isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t[k], scale));
       }
-      const __m256i scale = widen_u8(sc + 16 * j + 8 * h);
-      for (int k = 0; k < NC; ++k) isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t[k], scale));
-    }
-    const __m256 d = load_f16x8(dd + 16 * h), dmin = load_f16x8(dd + 32 + 16 * h);
-    for (int k = 0; k < NC; ++k) {
-      const uint8_t* a = x[k] + size_t(b) * kKActBytes;
-      __m256i msum = _mm256_setzero_si256();
-      for (int p = 0; p < kSubBlocks / 2; ++p)  // (min 2p, min 2p+1) . (xsum 2p, xsum 2p+1) per row
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load256(mins + 64 * p + 32 * h),
-                                                        _mm256_set1_epi32(int32_t(load_u32(a + kQK_K + 4 + 4 * p)))));
-      float dx;
-      std::memcpy(&dx, a + kQK_K, 4);
-      const __m256 vdx = _mm256_set1_ps(dx);
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(isum[k]), acc[k]);
-      acc[k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(msum), acc[k]);
+      const __m256 d = load_f16x8(dd + 16 * h), dmin = load_f16x8(dd + 32 + 16 * h);
+      for (int k = 0; k < NC; ++k) {
+        const uint8_t* a = x[k] + size_t(b) * kKActBytes;
+        __m256i msum = _mm256_setzero_si256();
+        for (int p = 0; p < kSubBlocks / 2; ++p)  // (min 2p, min 2p+1) . (xsum 2p, xsum 2p+1) per row
+          msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load256(mins + 64 * p + 32 * h),
+                                                          _mm256_set1_epi32(int32_t(load_u32(a + kQK_K + 4 + 4 * p)))));
+        float dx;
+        std::memcpy(&dx, a + kQK_K, 4);
+        const __m256 vdx = _mm256_set1_ps(dx);
+        acc[hh][k] = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(isum[k]), acc[hh][k]);
+        acc[hh][k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(msum), acc[hh][k]);
+      }
     }
   }
-  for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys, acc[k]);
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
 }
 
-// Half h of one group of a Q6_K matrix times NC activation rows.
-template <int NC>
-void q6k_half_tile(int64_t ns, const uint8_t* w, int h, const uint8_t* const* x, float* y, size_t ys) {
+// Halves h0 .. h0 + H - 1 of one group of a Q6_K matrix times NC activation rows (as q4k_tile).
+template <int NC, int H>
+void q6k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, float* y, size_t ys) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
-  __m256 acc[NC];
-  for (int k = 0; k < NC; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[H][NC];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* nib = w + size_t(b) * kQ6SuperBytes;
-    if (h == 0)
+    if (h0 == 0)
       for (size_t o = 0; o < kQ6SuperBytes; o += 64) prefetch_line(nib + 2 * kQ6SuperBytes + o);
     const uint8_t* hi = nib + 2048;
     const uint8_t* sc = hi + 1024;
-    __m256i isum[NC];
-    for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
-    for (int i = 0; i < kChunks6; ++i) {
-      const __m256i n0 = load256(nib + 128 * i + 32 * h), n1 = load256(nib + 128 * i + 64 + 32 * h);
-      const __m256i hb = load256(hi + 64 * i + 32 * h);
-      // Code vector 4i + j: its nibbles | its two top bits moved to bits 4-5.
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(n0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4),
-                          _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2)),
-          _mm256_or_si256(_mm256_and_si256(n1, low4), _mm256_and_si256(hb, top2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2))};
-      const __m256i scale = widen_s8(sc + 16 * i + 8 * h);
+    for (int hh = 0; hh < H; ++hh) {
+      const int h = h0 + hh;
+      __m256i isum[NC];
+      for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
+      for (int i = 0; i < kChunks6; ++i) {
+        const __m256i n0 = load256(nib + 128 * i + 32 * h), n1 = load256(nib + 128 * i + 64 + 32 * h);
+        const __m256i hb = load256(hi + 64 * i + 32 * h);
+        // Code vector 4i + j: its nibbles | its two top bits moved to bits 4-5.
+        const __m256i v[4] = {
+            _mm256_or_si256(_mm256_and_si256(n0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4),
+                            _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2)),
+            _mm256_or_si256(_mm256_and_si256(n1, low4), _mm256_and_si256(hb, top2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2))};
+        const __m256i scale = widen_s8(sc + 16 * i + 8 * h);
+        for (int k = 0; k < NC; ++k) {
+          const uint8_t* a = x[k] + size_t(b) * kQ6ActBytes;
+          const int8_t* xq = reinterpret_cast<const int8_t*>(a) + 16 * i;
+          // Two pair sums fit int16 (<= 2 * 16,002), four would not.
+          const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], broadcast4(xq)),
+                                               _mm256_maddubs_epi16(v[1], broadcast4(xq + 4)));
+          const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], broadcast4(xq + 8)),
+                                               _mm256_maddubs_epi16(v[3], broadcast4(xq + 12)));
+          const __m256i t = _mm256_add_epi32(
+              _mm256_set1_epi32(-int32_t(load_u32(a + kQK_K + 4 + 4 * i))),
+              _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
+          isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t, scale));
+        }
+      }
+      const __m256 d = load_f16x8(sc + 256 + 16 * h);
       for (int k = 0; k < NC; ++k) {
-        const uint8_t* a = x[k] + size_t(b) * kQ6ActBytes;
-        const int8_t* xq = reinterpret_cast<const int8_t*>(a) + 16 * i;
-        // Two pair sums fit int16 (<= 2 * 16,002), four would not.
-        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], broadcast4(xq)),
-                                             _mm256_maddubs_epi16(v[1], broadcast4(xq + 4)));
-        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], broadcast4(xq + 8)),
-                                             _mm256_maddubs_epi16(v[3], broadcast4(xq + 12)));
-        const __m256i t = _mm256_add_epi32(
-            _mm256_set1_epi32(-int32_t(load_u32(a + kQK_K + 4 + 4 * i))),
-            _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
-        isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t, scale));
+        float dx;
+        std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
+        acc[hh][k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[k]), acc[hh][k]);
       }
     }
-    const __m256 d = load_f16x8(sc + 256 + 16 * h);
-    for (int k = 0; k < NC; ++k) {
-      float dx;
-      std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[k]), acc[k]);
-    }
   }
-  for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys, acc[k]);
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
 }
 
-// Both halves of every group, per tile of activation rows.
-template <typename HalfTile>
-void halves(int64_t ng, const uint8_t* w, size_t gb, float* y, HalfTile&& half) {
-  for (int64_t g = 0; g < ng; ++g)
-    for (int h = 0; h < 2; ++h) half(w + size_t(g) * gb, h, y + g * kRows + 8 * h);
+// Every group for one tile of NC activation rows: both halves in one pass for one or two rows
+// (decode), else one half per pass.
+template <int NC, typename Tile>
+void groups(int64_t ng, const uint8_t* w, size_t gb, float* y, Tile&& tile) {
+  for (int64_t g = 0; g < ng; ++g) {
+    if constexpr (NC <= 2) {
+      tile(std::integral_constant<int, 2>{}, w + size_t(g) * gb, 0, y + g * kRows);
+    } else {
+      for (int h = 0; h < 2; ++h) tile(std::integral_constant<int, 1>{}, w + size_t(g) * gb, h, y + g * kRows + 8 * h);
+    }
+  }
 }
 
 template <typename B>
 void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
               size_t ys) {
   for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    halves(ng, static_cast<const uint8_t*>(w), gb, yk, [&](const uint8_t* wg, int h, float* yh) {
-      q4k_half_tile<B, decltype(width)::value>(cols / kQK_K, wg, h, rows, yh, ys);
+    constexpr int kNC = decltype(width)::value;
+    groups<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+      q4k_tile<B, kNC, decltype(halves)::value>(cols / kQK_K, wg, h0, rows, yh, ys);
     });
   });
 }
@@ -181,8 +199,9 @@ void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x,
 void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
               size_t ys) {
   for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    halves(ng, static_cast<const uint8_t*>(w), gb, yk, [&](const uint8_t* wg, int h, float* yh) {
-      q6k_half_tile<decltype(width)::value>(cols / kQK_K, wg, h, rows, yh, ys);
+    constexpr int kNC = decltype(width)::value;
+    groups<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+      q6k_tile<kNC, decltype(halves)::value>(cols / kQK_K, wg, h0, rows, yh, ys);
     });
   });
 }
