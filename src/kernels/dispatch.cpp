@@ -44,6 +44,7 @@ struct Tables {
     fill_avx2_kernels(&avx2);
     fill_avx2_packed_kernels(&avx2);
     fill_avx2_packed_kquant_kernels(&avx2);
+    fill_avx2_packed_float_kernels(&avx2);
     avx512 = avx2;
     avx512.isa = Isa::kAvx512;
     avx512.name = "avx512";

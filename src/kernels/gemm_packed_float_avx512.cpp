@@ -7,9 +7,7 @@
 // (and, for f16, one vcvtph2ps) then one FMA per activation row against the broadcast x[e]
 // advances 16 outputs, and the lanes are the outputs.
 //
-// Packed weights, per group of 16 rows (rows 16g .. 16g+15): [cols][16] elements of the weight
-// type (f16: 32 bytes per column, f32: 64), group_bytes = cols * 16 * sizeof rounded up to 64.
-// Activations are the f32 rows themselves (no rearrangement; matmul passes them in place).
+// The packed layout ([cols][16] elements per group of 16 rows) is described in packed_layout.h.
 //
 // Arithmetic per output (row r, activation row k), whatever the tile: two f32 chains,
 // acc0 over the even columns and acc1 over the odd ones, each a sequence of fma(w, x, acc) in
@@ -29,7 +27,6 @@ namespace kvserve {
 
 namespace {
 
-constexpr int64_t kMaxFloatCols = int64_t(1) << 20;  // wider rows stay in the file layout
 constexpr int kMaxTileCols = 8;                 // activation rows per register tile (2 x 8 accumulators)
 
 struct PackF16 {
@@ -41,35 +38,6 @@ struct PackF32 {
   using Elem = float;
   static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
 };
-
-template <typename F>
-size_t group_bytes(int64_t cols) {
-  if (cols <= 0 || cols > kMaxFloatCols) return 0;
-  return round64(size_t(cols) * kRows * sizeof(typename F::Elem));
-}
-
-template <typename F>
-void pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
-  using E = typename F::Elem;
-  const size_t gb = group_bytes<F>(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    auto* cells = reinterpret_cast<E*>(out);
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
-    }
-  }
-}
-
-// Never called: F16/F32 weights take f32 activations, which matmul passes in place.
-size_t act_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
-void pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
-  for (int64_t k = 0; k < m; ++k)
-    std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
-                size_t(cols) * sizeof(float));
-}
 
 // One group (w) times NC activation rows x[k] (f32): y[k * ys + r].
 template <typename F, int NC>
@@ -105,24 +73,17 @@ template <typename F>
 void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
           size_t ys) {
   const auto* wb = static_cast<const uint8_t*>(w);
-  for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    constexpr int kNC = decltype(width)::value;
-    const float* xr[kNC];
-    for (int k = 0; k < kNC; ++k) xr[k] = reinterpret_cast<const float*>(rows[k]);
-    groups<F, kNC>(cols, wb, gb, ng, xr, yk, ys);
+  for_each_float_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const float* const* xr, float* yk) {
+    groups<F, decltype(width)::value>(cols, wb, gb, ng, xr, yk, ys);
   });
 }
 
-template <typename F>
-PackedKernels packed_kernels() {
-  return PackedKernels{group_bytes<F>, pack<F>, act_bytes, pack_acts, gemm<F>};
-}
 
 }  // namespace
 
 void fill_avx512_packed_float_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::F16)] = packed_kernels<PackF16>();
-  t->packed[int(GgmlType::F32)] = packed_kernels<PackF32>();
+  t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16>>();
+  t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32>>();
 }
 
 }  // namespace kvserve

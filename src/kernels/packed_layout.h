@@ -1,6 +1,7 @@
 // Internal to the packed-GEMM files: the repacked layout of the legacy quants (Q8_0, Q4_0,
-// Q5_0) and of their rearranged q8_0 activation rows, which every instruction set's packed GEMM
-// reads (gemm_packed_avx512.cpp, gemm_packed_avx2.cpp; the k-quant and float files add their own),
+// Q5_0) and of their rearranged q8_0 activation rows, and of F16/F32 weights, which every
+// instruction set's packed GEMM reads (gemm_packed_{,float_}avx512.cpp, gemm_packed_{,float_}avx2.cpp;
+// the k-quants' is packed_kquant_layout.h),
 // plus the activation-row tiling of a packed GEMM call with the tile width (1..8) as a
 // compile-time constant so that register tiles are unrolled per width.
 //
@@ -207,6 +208,56 @@ inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64
 template <typename F, auto Gemm>
 PackedKernels legacy_packed_kernels() {
   return PackedKernels{packed_group_bytes<F>, pack_rows<F>, q8_act_bytes, q8_pack_acts, Gemm};
+}
+
+// ---- F16 / F32 ----
+//
+// Packed weights, per group of 16 rows (rows 16g .. 16g+15): [cols][16] elements of the weight
+// type E (f16: 32 bytes per column, f32: 64), float_group_bytes = cols * 16 * sizeof(E) rounded
+// up to 64. Activations are the f32 rows themselves (no rearrangement; matmul passes them in place).
+constexpr int64_t kMaxFloatCols = int64_t(1) << 20;  // wider rows stay in the file layout
+
+template <typename E>
+inline size_t float_group_bytes(int64_t cols) {
+  if (cols <= 0 || cols > kMaxFloatCols) return 0;
+  return round64(size_t(cols) * kRows * sizeof(E));
+}
+
+template <typename E>
+inline void float_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
+  const size_t gb = float_group_bytes<E>(cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
+    std::memset(out, 0, gb);
+    auto* cells = reinterpret_cast<E*>(out);
+    for (int r = 0; r < kRows; ++r) {
+      const auto* src = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
+      for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
+    }
+  }
+}
+
+// Never called: F16/F32 weights take f32 activations, which matmul passes in place.
+inline size_t float_act_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
+inline void float_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  for (int64_t k = 0; k < m; ++k)
+    std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
+                size_t(cols) * sizeof(float));
+}
+
+// for_each_tile for f32 activation rows: fn(width, xr, y_tile) with xr[0..width) the tile's rows.
+template <int kMax, typename Fn>
+inline void for_each_float_tile(const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride, Fn&& fn) {
+  for_each_tile<kMax>(x, x_stride, nx, y, y_stride, [&](auto width, const uint8_t* const* rows, float* yk) {
+    const float* xr[decltype(width)::value];
+    for (int k = 0; k < decltype(width)::value; ++k) xr[k] = reinterpret_cast<const float*>(rows[k]);
+    fn(width, static_cast<const float* const*>(xr), yk);
+  });
+}
+
+template <typename E, auto Gemm>
+PackedKernels float_packed_kernels() {
+  return PackedKernels{float_group_bytes<E>, float_pack<E>, float_act_bytes, float_pack_acts, Gemm};
 }
 
 }  // namespace

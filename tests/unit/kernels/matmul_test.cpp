@@ -292,12 +292,12 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
       }
     }
   }
-  if (isa_supported(Isa::kAvx2)) {  // the AVX2 table packs the legacy 8-, 5- and 4-bit formats and the k-quants
+  if (isa_supported(Isa::kAvx2)) {  // the AVX2 table packs what the AVX-512 table packs
     std::set<GgmlType> avx2_types;
     for (GgmlType t : kWeightTypes)
       if (kernel_table(Isa::kAvx2).packed[int(t)].gemm != nullptr) avx2_types.insert(t);
     EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                                              GgmlType::Q5_K, GgmlType::Q6_K}));
+                                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}));
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
