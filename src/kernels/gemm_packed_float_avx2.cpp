@@ -1,4 +1,4 @@
-// Repacked F16 and F32 weights and their AVX2 GEMM (KernelTable::packed[F16 / F32] of the AVX2
+// Repacked F16, BF16 and F32 weights and their AVX2 GEMM (KernelTable::packed[F16 / BF16 / F32] of the AVX2
 // table): the layout of packed_layout.h ([cols][16] elements per group of 16 rows, the same bytes
 // as the AVX-512 table's), read as two 8-row halves: one load (and, for f16, one vcvtph2ps) of a
 // column's 8 elements, then one FMA per activation row against the broadcast x[c], advances 8
@@ -22,6 +22,12 @@ constexpr int kMaxTileCols = 4;  // activation rows per register tile
 // 8 elements (one half of a column) as f32.
 struct LoadF16 {
   static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct LoadBF16 {
+  static __m256 load(const uint8_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
 };
 struct LoadF32 {
   static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
@@ -81,6 +87,7 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
 void fill_avx2_packed_float_kernels(KernelTable* t) {
   t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<uint16_t, LoadF16>>();
   t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<float, LoadF32>>();
+  t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<uint16_t, LoadBF16>>();
 }
 
 }  // namespace kvserve

@@ -1,4 +1,4 @@
-// Repacked F16 and F32 weights and their AVX-512 GEMM (KernelTable::packed[F16 / F32]).
+// Repacked F16, BF16 and F32 weights and their AVX-512 GEMM (KernelTable::packed[F16 / BF16 / F32]).
 //
 // F16 and F32 weights meet f32 activations (vec_dot.h), so a dot product is plain FMAs; the
 // row-major AVX2 kernels still end each (weight row, activation row) pair in a horizontal sum and
@@ -32,6 +32,14 @@ constexpr int kMaxTileCols = 8;                 // activation rows per register 
 struct PackF16 {
   using Elem = uint16_t;
   static __m512 load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+
+struct PackBF16 {
+  using Elem = uint16_t;
+  static __m512 load(const uint8_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
 };
 
 struct PackF32 {
@@ -84,6 +92,7 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
 void fill_avx512_packed_float_kernels(KernelTable* t) {
   t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16>>();
   t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32>>();
+  t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16>>();
 }
 
 }  // namespace kvserve

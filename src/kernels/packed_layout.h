@@ -237,12 +237,24 @@ inline void float_pack(const void* w, size_t row_bytes, int64_t rows, int64_t co
   }
 }
 
-// Never called: F16/F32 weights take f32 activations, which matmul passes in place.
+// f32 activation rows. float_pack_acts is never called: F16/F32 weights take f32 activations,
+// which matmul passes in place.
 inline size_t float_act_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
 inline void float_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
   for (int64_t k = 0; k < m; ++k)
     std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
                 size_t(cols) * sizeof(float));
+}
+
+// BF16 weights take the same layout (E = uint16_t). They meet bf16-rounded activations
+// (vec_dot.h); the packed GEMM widens both to f32 (exactly: a bf16 is the top half of an f32) and
+// runs the float kernel, so pack_acts widens the converted bf16 rows to f32 rows.
+inline void bf16_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+  for (int64_t k = 0; k < m; ++k) {
+    const auto* src = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
+    auto* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride);
+    for (int64_t c = 0; c < cols; ++c) out[c] = uint32_t(src[c]) << 16;
+  }
 }
 
 // for_each_tile for f32 activation rows: fn(width, xr, y_tile) with xr[0..width) the tile's rows.
@@ -258,6 +270,11 @@ inline void for_each_float_tile(const void* x, size_t x_stride, int64_t nx, floa
 template <typename E, auto Gemm>
 PackedKernels float_packed_kernels() {
   return PackedKernels{float_group_bytes<E>, float_pack<E>, float_act_bytes, float_pack_acts, Gemm};
+}
+
+template <auto Gemm>
+PackedKernels bf16_packed_kernels() {
+  return PackedKernels{float_group_bytes<uint16_t>, float_pack<uint16_t>, float_act_bytes, bf16_pack_acts, Gemm};
 }
 
 }  // namespace

@@ -105,10 +105,10 @@ void fill_scalar_kernels(KernelTable* t);
 void fill_avx2_kernels(KernelTable* t);
 void fill_avx2_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx2.cpp)
 void fill_avx2_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx2.cpp)
-void fill_avx2_packed_float_kernels(KernelTable* t);  // repacked F16/F32 GEMM (gemm_packed_float_avx2.cpp)
+void fill_avx2_packed_float_kernels(KernelTable* t);  // repacked F16/BF16/F32 GEMM (gemm_packed_float_avx2.cpp)
 void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx512.cpp)
 void fill_avx512_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx512.cpp)
 void fill_avx512_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx512.cpp)
-void fill_avx512_packed_float_kernels(KernelTable* t);  // repacked F16/F32 GEMM (gemm_packed_float_avx512.cpp)
+void fill_avx512_packed_float_kernels(KernelTable* t);  // repacked F16/BF16/F32 GEMM (gemm_packed_float_avx512.cpp)
 
 }  // namespace kvserve

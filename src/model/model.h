@@ -1,7 +1,7 @@
 // A loaded model: the mmapped GGUF file, its hyper-parameters and views of its weights.
 // Weight matrices stay in the file's encoding; small 1-D tensors (norms, biases, rope factors) are
 // converted to f32 vectors at load time. Where the active kernel table has a packed layout for a
-// matrix (KernelTable::packed: Q8_0, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, F32 on AVX-512 and AVX2), the matrix is repacked once at load into one
+// matrix (KernelTable::packed: Q8_0, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32 on AVX-512 and AVX2), the matrix is repacked once at load into one
 // buffer the model owns and the file's pages of it are released (the token embedding stays in the
 // file: get_rows reads it row by row). KVSERVE_REPACK=0 in the environment turns repacking off.
 #pragma once

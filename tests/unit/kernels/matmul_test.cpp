@@ -297,11 +297,13 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
     for (GgmlType t : kWeightTypes)
       if (kernel_table(Isa::kAvx2).packed[int(t)].gemm != nullptr) avx2_types.insert(t);
     EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}));
+                                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32,
+                                              GgmlType::BF16}));
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
-                                                GgmlType::F32, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}));
+                                                GgmlType::F32, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q5_K,
+                                                GgmlType::Q6_K}));
   }
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
@@ -345,8 +347,8 @@ TEST(PackedMatmul, ShapesThatCannotBePacked) {
     const KernelTable& k = kernel_table(isa);
     auto odd_rows = make_weights(GgmlType::Q8_0, 40, 64, 1);  // not a multiple of kPackedRows
     EXPECT_EQ(packed_weight_bytes(k, odd_rows.matrix), 0u);
-    auto bf16 = make_weights(GgmlType::BF16, 32, 64, 1);  // no packed layout yet
-    EXPECT_EQ(packed_weight_bytes(k, bf16.matrix), 0u);
+    auto q4_1 = make_weights(GgmlType::Q4_1, 32, 64, 1);  // no packed layout yet
+    EXPECT_EQ(packed_weight_bytes(k, q4_1.matrix), 0u);
   }
 }
 
