@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +14,9 @@
 
 namespace kvserve::server {
 namespace {
+
+// Pending connections the kernel queues for accept() (see run_server).
+constexpr int kListenBacklog = 1024;
 
 using namespace std::chrono_literals;
 
@@ -105,6 +109,12 @@ int run_server(const ServerConfig& cfg) {
 
   httplib::Server svr;
   configure_http(svr, *st);
+  // The listening socket, recorded as httplib creates it (its default options kept).
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   // Bind before loading so that /health answers "loading" while the model maps in.
   int port = cfg.port;
   if (port == 0) {
@@ -117,6 +127,12 @@ int run_server(const ServerConfig& cfg) {
     std::fprintf(stderr, "error: cannot listen on %s:%d (port in use or address not available)\n", cfg.host.c_str(), cfg.port);
     return 1;
   }
+  // httplib listens with an accept backlog of 5, compiled into Debian's shared libcpp-httplib (a
+  // CPPHTTPLIB_LISTEN_BACKLOG define here cannot change it): a burst of clients connecting while
+  // the accept thread is busy overflowed that queue and the overflowed connections were later
+  // reset. Linux lets listen() on a listening socket set a new backlog (capped by somaxconn).
+  if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
+    std::fprintf(stderr, "warning: could not raise the listen backlog to %d\n", kListenBacklog);
   std::thread listener([&svr] { svr.listen_after_bind(); });
   std::printf("kvserve: listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), port, cfg.model.c_str());
   std::fflush(stdout);

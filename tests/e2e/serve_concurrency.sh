@@ -13,6 +13,17 @@ if ! start_server --ctx 256 --kv-memory 640KiB --max-batched-tokens 48 --max-seq
   fail "server did not become healthy"; cat "$TMP/srv.err"; finish; exit 1
 fi
 
+# httplib's own accept backlog (5) reset connections of bursts like the one below: the server
+# raises it to 1024 (or the kernel's somaxconn, if lower).
+if command -v ss >/dev/null; then
+  somax=$(cat /proc/sys/net/core/somaxconn)
+  want=$(( somax < 1024 ? somax : 1024 ))
+  backlog=$(ss -Hltn "sport = :$PORT" | awk '{print $3}' | head -1)
+  check "the listen backlog is $want (got ${backlog:-none})" test "${backlog:-0}" = "$want"
+else
+  echo "info: no ss here; listen backlog not checked"
+fi
+
 python3 - "$URL" >"$TMP/conc" 2>&1 <<'PY'
 import http.client, json, sys, threading, urllib.parse
 url = urllib.parse.urlparse(sys.argv[1])
