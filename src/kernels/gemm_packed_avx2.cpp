@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/packed_layout.h"
+#include "kernels/packed_avx2_common.h"
 
 namespace kvserve {
 
@@ -37,29 +37,18 @@ constexpr int64_t kPrefetchBlocks = 8;
 // Q8_0 gives signed q, the others unsigned codes. One vector at a time, so that a tile of four
 // activation rows keeps its accumulators in registers.
 inline __m256i code_vector(PackQ8_0, const uint8_t* codes, const uint8_t*, int h, int j) {
-  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * j + 32 * h)),
-                          _mm256_set1_epi8(char(0x80)));
+  return _mm256_xor_si256(load256(codes + 64 * j + 32 * h), _mm256_set1_epi8(char(0x80)));
 }
 
 inline __m256i code_vector(PackQ4_0, const uint8_t* codes, const uint8_t*, int h, int j) {
-  const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * (j / 2) + 32 * h));
-  return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(both, 4) : both, _mm256_set1_epi8(0x0F));
+  return nibble_half(codes, h, j);
 }
 
-// Q5_0: the 32 fifth bits of the half (bits 32h .. of vector j's 64-bit mask) spread to one byte
-// each (byte b of the half takes bit b), then 16 added where set.
+// Q5_0: the nibbles plus 16 where vector j's fifth bit is set.
 inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, int h, int j) {
-  // Each 128-bit lane holds the 4 mask bytes; lane 0's bytes take mask bytes 0 and 1, lane 1's
-  // take 2 and 3.
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(load_u32(high + 8 * j + 4 * h))), spread);
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_add_epi8(code_vector(PackQ4_0{}, codes, nullptr, h, j), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  return add_fifth_bits(nibble_half(codes, h, j), high + 8 * j, h);
 }
 
-inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):
 // s[k] (8 int32 lanes, one per weight row of the half).
@@ -93,9 +82,7 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
 }
 
 // Halves h0 .. h0 + H - 1 of one group of 16 weight rows (w) times NC activation rows:
-// y[k * ys + 8 (h - h0) + r] for row r of half h. One or two activation rows (decode) take both
-// halves in one pass over the codes (registers allow it); wider tiles take one half per pass,
-// the second finding the codes the first pulled into cache.
+// y[k * ys + 8 (h - h0) + r] for row r of half h (see for_each_group_halves).
 template <typename F, int NC, int H>
 void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float* y, size_t ys) {
   const uint8_t* codes = w;
@@ -127,14 +114,9 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_q8_tile<kMaxTileCols>(cols, x, xs, nx, y, ys, [&](auto width, const Q8ActRow* a, float* yk) {
     constexpr int kNC = decltype(width)::value;
-    for (int64_t g = 0; g < ng; ++g) {
-      if constexpr (kNC <= 2) {
-        halves_tile<F, kNC, 2>(cols / kQK, wb + size_t(g) * gb, 0, a, yk + g * kRows, ys);
-      } else {
-        for (int h = 0; h < 2; ++h)
-          halves_tile<F, kNC, 1>(cols / kQK, wb + size_t(g) * gb, h, a, yk + g * kRows + 8 * h, ys);
-      }
-    }
+    for_each_group_halves<kNC>(ng, wb, gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+      halves_tile<F, kNC, decltype(halves)::value>(cols / kQK, wg, h0, a, yh, ys);
+    });
   });
 }
 

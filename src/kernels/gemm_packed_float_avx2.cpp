@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/packed_layout.h"
+#include "kernels/packed_avx2_common.h"
 
 namespace kvserve {
 
@@ -72,13 +72,9 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_float_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const float* const* xr, float* yk) {
     constexpr int kNC = decltype(width)::value;
-    for (int64_t g = 0; g < ng; ++g) {
-      if constexpr (kNC <= 2) {
-        halves_tile<E, L, kNC, 2>(cols, wb + size_t(g) * gb, 0, xr, yk + g * kRows, ys);
-      } else {
-        for (int h = 0; h < 2; ++h) halves_tile<E, L, kNC, 1>(cols, wb + size_t(g) * gb, h, xr, yk + g * kRows + 8 * h, ys);
-      }
-    }
+    for_each_group_halves<kNC>(ng, wb, gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+      halves_tile<E, L, kNC, decltype(halves)::value>(cols, wg, h0, xr, yh, ys);
+    });
   });
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/packed_avx2_common.h"
 #include "kernels/packed_kquant_layout.h"
 
 namespace kvserve {
@@ -21,10 +22,6 @@ namespace kvserve {
 namespace {
 
 constexpr int kMaxTileCols = 4;  // activation rows per register tile (16 ymm registers)
-
-inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
-
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 8 bytes -> 8 int32 lanes, unsigned or signed.
 inline __m256i widen_u8(const uint8_t* p) {
@@ -42,18 +39,8 @@ inline __m256 load_f16x8(const uint8_t* p) {
 // masks of its 8 vectors at high): elements 4i .. 4i+3 of the half's 8 rows.
 template <typename B>
 inline __m256i q4k_code_vector(const uint8_t* codes, const uint8_t* high, int h, int i) {
-  const __m256i both = load256(codes + 64 * (i / 2) + 32 * h);
-  __m256i v = _mm256_and_si256(i % 2 ? _mm256_srli_epi16(both, 4) : both, _mm256_set1_epi8(0x0F));
-  if constexpr (kFifth<B>) {
-    // The half's 32 mask bits (bits 32h .. of the vector's 64), one per byte: see
-    // gemm_packed_avx2.cpp's Q5_0 for the spread.
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(load_u32(high + 8 * i + 4 * h))), spread);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-    v = _mm256_add_epi8(v, _mm256_and_si256(set, _mm256_set1_epi8(16)));
-  }
+  const __m256i v = nibble_half(codes, h, i);
+  if constexpr (kFifth<B>) return add_fifth_bits(v, high + 8 * i, h);
   return v;
 }
 
@@ -172,25 +159,12 @@ void q6k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, flo
     for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
 }
 
-// Every group for one tile of NC activation rows: both halves in one pass for one or two rows
-// (decode), else one half per pass.
-template <int NC, typename Tile>
-void groups(int64_t ng, const uint8_t* w, size_t gb, float* y, Tile&& tile) {
-  for (int64_t g = 0; g < ng; ++g) {
-    if constexpr (NC <= 2) {
-      tile(std::integral_constant<int, 2>{}, w + size_t(g) * gb, 0, y + g * kRows);
-    } else {
-      for (int h = 0; h < 2; ++h) tile(std::integral_constant<int, 1>{}, w + size_t(g) * gb, h, y + g * kRows + 8 * h);
-    }
-  }
-}
-
 template <typename B>
 void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
               size_t ys) {
   for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
     constexpr int kNC = decltype(width)::value;
-    groups<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+    for_each_group_halves<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
       q4k_tile<B, kNC, decltype(halves)::value>(cols / kQK_K, wg, h0, rows, yh, ys);
     });
   });
@@ -200,7 +174,7 @@ void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x,
               size_t ys) {
   for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
     constexpr int kNC = decltype(width)::value;
-    groups<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+    for_each_group_halves<kNC>(ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
       q6k_tile<kNC, decltype(halves)::value>(cols / kQK_K, wg, h0, rows, yh, ys);
     });
   });
