@@ -107,10 +107,11 @@ int run_server(const ServerConfig& cfg) {
   st->json_logs = cfg.log_format == "json";
   st->started_unix = int64_t(std::time(nullptr));
 
+  // The listening socket, recorded as httplib creates it (its default options kept); declared
+  // before the server, whose socket-options callback refers to it.
+  int listen_fd = -1;
   httplib::Server svr;
   configure_http(svr, *st);
-  // The listening socket, recorded as httplib creates it (its default options kept).
-  int listen_fd = -1;
   svr.set_socket_options([&listen_fd](socket_t sock) {
     httplib::default_socket_options(sock);
     listen_fd = sock;
