@@ -93,8 +93,11 @@ void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float*
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* cb = codes + size_t(b) * F::kCodeBytes;
-    if (h0 == 0)  // the pass that streams the codes from memory
+    if (h0 == 0) {  // the pass that streams the codes (and the scale and fifth-bit streams) from memory
       for (size_t o = 0; o < F::kCodeBytes; o += 64) prefetch_line(cb + kPrefetchBlocks * F::kCodeBytes + o);
+      if (b % 2 == 0) prefetch_line(scales + size_t(b + kPrefetchBlocks) * kScaleBytes);
+      if constexpr (F::kHighBytes > 0) prefetch_line(high + size_t(b + kPrefetchBlocks) * F::kHighBytes);
+    }
     for (int h = 0; h < H; ++h) {
       __m256i s[NC];
       block_sums<F, NC>(cb, high + size_t(b) * F::kHighBytes, h0 + h, a, b, s);

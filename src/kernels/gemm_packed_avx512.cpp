@@ -81,6 +81,10 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
     // Past the group's last codes this lands in its fifth bits, scales or the next group:
     // harmless hints (a prefetch never faults).
     for (size_t o = 0; o < F::kCodeBytes; o += 64) prefetch_line(cb + kPrefetchBlocks * F::kCodeBytes + o);
+    // The scales (and Q5_0's fifth bits) are separate streams of the group: hint them too, one
+    // line per two blocks of scales (32 bytes each).
+    if (b % 2 == 0) prefetch_line(scales + size_t(b + kPrefetchBlocks) * kScaleBytes);
+    if constexpr (F::kHighBytes > 0) prefetch_line(high + size_t(b + kPrefetchBlocks) * F::kHighBytes);
     __m512i v[8];
     unpack(F{}, cb, high + size_t(b) * F::kHighBytes, v);
     for (int j = 0; j < 8; ++j)
