@@ -82,7 +82,9 @@ TEST(KvQuant, ExactPoints) {
     kv_dequantize_row_scalar(t, row.data(), 40, y.data());
     EXPECT_NEAR(y[3], -2.0f, 2.0f * 0x1p-11);
     EXPECT_NEAR(y[35], 1.5f, 1.5f * 0x1p-11);
-    if (t == KvElem::Q4_0) EXPECT_EQ(y[3], -2.0f);  // d = 0.25
+    if (t == KvElem::Q4_0) {
+      EXPECT_EQ(y[3], -2.0f);  // d = 0.25
+    }
     for (int i : {0, 1, 31, 32, 39}) EXPECT_EQ(y[size_t(i)], 0.0f) << i;
   }
 }
