@@ -31,7 +31,7 @@ namespace {
 // vectors] 64-bit masks of the fifth bits (512 bytes; one masked byte add per vector, as Q5_0),
 // 3,008 bytes per super-block (+12 per row over the file's 176). Its activations are Q4_K's.
 
-constexpr int kSubBlocks = kQK_K / kQK;  // 8 sub-blocks of 32 per super-block
+constexpr int kSubBlocks = kQK_K / kQK;                   // 8 sub-blocks of 32 per super-block
 constexpr size_t kKCodeBytes = 256 * size_t(kSubBlocks);  // 2048
 
 template <typename B>
@@ -62,57 +62,53 @@ inline size_t q4k_group_bytes(int64_t cols) {
 template <typename B>
 inline void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
   const int64_t ns = cols / kQK_K;
-  const size_t gb = q4k_group_bytes<B>(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t b = 0; b < ns; ++b) {
-        uint8_t* sb = out + size_t(b) * kKSuperBytes<B>;
-        uint8_t* high = sb + kKCodeBytes;
-        uint8_t* sc = high + kHighBytes<B>;
-        auto* mins = reinterpret_cast<int16_t*>(sc + 128);
-        uint8_t* dd = sc + 128 + 256;
-        std::memcpy(dd + 2 * r, &src[b].d, 2);
-        std::memcpy(dd + 32 + 2 * r, &src[b].dmin, 2);
-        for (int j = 0; j < kSubBlocks; ++j) {
-          uint8_t s6, m6;
-          q4k_scale_min(src[b].scales, j, &s6, &m6);
-          sc[16 * j + r] = s6;
-          mins[(j / 2) * 32 + 2 * r + (j % 2)] = int16_t(m6);
-          for (int e = 0; e < kQK; ++e) {
-            const uint8_t both = src[b].qs[32 * (j / 2) + e];
-            const uint8_t q = (j % 2) ? uint8_t(both >> 4) : uint8_t(both & 0x0F);
-            const int byte = 4 * r + e % 4;
-            PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, byte, q);
-            if constexpr (kFifth<B>) {
-              if ((src[b].qh[e] >> j) & 1) high[64 * j + 8 * (e / 4) + byte / 8] |= uint8_t(1u << (byte % 8));
-            }
-          }
-        }
-      }
-    }
-  }
+  for_each_packed_row<B>(w, row_bytes, rows, q4k_group_bytes<B>(cols), dst,
+                         [&](uint8_t* out, int r, const B* src) {
+                           for (int64_t b = 0; b < ns; ++b) {
+                             uint8_t* sb = out + size_t(b) * kKSuperBytes<B>;
+                             uint8_t* high = sb + kKCodeBytes;
+                             uint8_t* sc = high + kHighBytes<B>;
+                             auto* mins = reinterpret_cast<int16_t*>(sc + 128);
+                             uint8_t* dd = sc + 128 + 256;
+                             std::memcpy(dd + 2 * r, &src[b].d, 2);
+                             std::memcpy(dd + 32 + 2 * r, &src[b].dmin, 2);
+                             for (int j = 0; j < kSubBlocks; ++j) {
+                               uint8_t s6, m6;
+                               q4k_scale_min(src[b].scales, j, &s6, &m6);
+                               sc[16 * j + r] = s6;
+                               mins[(j / 2) * 32 + 2 * r + (j % 2)] = int16_t(m6);
+                               for (int e = 0; e < kQK; ++e) {
+                                 const uint8_t both = src[b].qs[32 * (j / 2) + e];
+                                 const uint8_t q = (j % 2) ? uint8_t(both >> 4) : uint8_t(both & 0x0F);
+                                 const int byte = 4 * r + e % 4;
+                                 PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, byte, q);
+                                 if constexpr (kFifth<B>) {
+                                   if ((src[b].qh[e] >> j) & 1)
+                                     high[64 * j + 8 * (e / 4) + byte / 8] |= uint8_t(1u << (byte % 8));
+                                 }
+                               }
+                             }
+                           }
+                         });
 }
 
 inline size_t q4k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kKActBytes); }
 
-inline void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+inline void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                          size_t dst_stride) {
   const int64_t ns = cols / kQK_K;
-  for (int64_t k = 0; k < m; ++k) {
-    const auto* src = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
-    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
-    for (int64_t b = 0; b < ns; ++b) {
-      uint8_t* o = row + size_t(b) * kKActBytes;
-      std::memcpy(o, src[b].qs, kQK_K);
-      std::memcpy(o + kQK_K, &src[b].d, 4);
-      int16_t pairs[8];
-      for (int j = 0; j < kSubBlocks; ++j) pairs[j] = int16_t(src[b].bsums[2 * j] + src[b].bsums[2 * j + 1]);
-      std::memcpy(o + kQK_K + 4, pairs, 16);
-    }
-    std::memset(row + size_t(ns) * kKActBytes, 0, dst_stride - size_t(ns) * kKActBytes);
-  }
+  for_each_act_row<BlockQ8_K>(x, x_stride, m, dst, dst_stride, size_t(ns) * kKActBytes,
+                              [&](const BlockQ8_K* src, uint8_t* row) {
+                                for (int64_t b = 0; b < ns; ++b) {
+                                  uint8_t* o = row + size_t(b) * kKActBytes;
+                                  std::memcpy(o, src[b].qs, kQK_K);
+                                  std::memcpy(o + kQK_K, &src[b].d, 4);
+                                  int16_t pairs[8];
+                                  for (int j = 0; j < kSubBlocks; ++j)
+                                    pairs[j] = int16_t(src[b].bsums[2 * j] + src[b].bsums[2 * j + 1]);
+                                  std::memcpy(o + kQK_K + 4, pairs, 16);
+                                }
+                              });
 }
 
 // ---- Q6_K ----
@@ -145,46 +141,40 @@ inline size_t q6k_group_bytes(int64_t cols) {
 
 inline void q6k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
   const int64_t ns = cols / kQK_K;
-  const size_t gb = q6k_group_bytes(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t b = 0; b < ns; ++b) {
-        uint8_t* nib = out + size_t(b) * kQ6SuperBytes;
-        uint8_t* hi = nib + 2048;
-        auto* sc = reinterpret_cast<int8_t*>(hi + 1024);
-        std::memcpy(hi + 1024 + 256 + 2 * r, &src[b].d, 2);
-        for (int i = 0; i < kChunks6; ++i) sc[16 * i + r] = src[b].scales[i];
-        for (int e = 0; e < kQK_K; ++e) {
-          const uint8_t q = q6k_code(src[b], e);
-          const int v = e / 4, byte = 4 * r + e % 4;  // code vector v, byte within it
-          nib[64 * (v / 2) + byte] |= uint8_t((q & 0x0F) << (4 * (v % 2)));
-          hi[64 * (v / 4) + byte] |= uint8_t((q >> 4) << (2 * (v % 4)));
+  for_each_packed_row<BlockQ6_K>(
+      w, row_bytes, rows, q6k_group_bytes(cols), dst, [&](uint8_t* out, int r, const BlockQ6_K* src) {
+        for (int64_t b = 0; b < ns; ++b) {
+          uint8_t* nib = out + size_t(b) * kQ6SuperBytes;
+          uint8_t* hi = nib + 2048;
+          auto* sc = reinterpret_cast<int8_t*>(hi + 1024);
+          std::memcpy(hi + 1024 + 256 + 2 * r, &src[b].d, 2);
+          for (int i = 0; i < kChunks6; ++i) sc[16 * i + r] = src[b].scales[i];
+          for (int e = 0; e < kQK_K; ++e) {
+            const uint8_t q = q6k_code(src[b], e);
+            const int v = e / 4, byte = 4 * r + e % 4;  // code vector v, byte within it
+            nib[64 * (v / 2) + byte] |= uint8_t((q & 0x0F) << (4 * (v % 2)));
+            hi[64 * (v / 4) + byte] |= uint8_t((q >> 4) << (2 * (v % 4)));
+          }
         }
-      }
-    }
-  }
+      });
 }
 
 inline size_t q6k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kQ6ActBytes); }
 
-inline void q6k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+inline void q6k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                          size_t dst_stride) {
   const int64_t ns = cols / kQK_K;
-  for (int64_t k = 0; k < m; ++k) {
-    const auto* src = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
-    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
-    for (int64_t b = 0; b < ns; ++b) {
-      uint8_t* o = row + size_t(b) * kQ6ActBytes;
-      std::memcpy(o, src[b].qs, kQK_K);
-      std::memcpy(o + kQK_K, &src[b].d, 4);
-      int32_t corr[kChunks6];
-      for (int i = 0; i < kChunks6; ++i) corr[i] = 32 * int32_t(src[b].bsums[i]);
-      std::memcpy(o + kQK_K + 4, corr, sizeof corr);
-    }
-    std::memset(row + size_t(ns) * kQ6ActBytes, 0, dst_stride - size_t(ns) * kQ6ActBytes);
-  }
+  for_each_act_row<BlockQ8_K>(x, x_stride, m, dst, dst_stride, size_t(ns) * kQ6ActBytes,
+                              [&](const BlockQ8_K* src, uint8_t* row) {
+                                for (int64_t b = 0; b < ns; ++b) {
+                                  uint8_t* o = row + size_t(b) * kQ6ActBytes;
+                                  std::memcpy(o, src[b].qs, kQK_K);
+                                  std::memcpy(o + kQK_K, &src[b].d, 4);
+                                  int32_t corr[kChunks6];
+                                  for (int i = 0; i < kChunks6; ++i) corr[i] = 32 * int32_t(src[b].bsums[i]);
+                                  std::memcpy(o + kQK_K + 4, corr, sizeof corr);
+                                }
+                              });
 }
 
 // The table entries of the k-quants with their GEMMs.

@@ -29,9 +29,9 @@
 namespace kvserve {
 namespace {
 
-constexpr int kRows = kPackedRows;                      // 16 weight rows per group = zmm lanes
-constexpr size_t kScaleBytes = size_t(kRows) * 2;       // 32: one block of a group's f16 scales
-constexpr int64_t kMaxCols = int64_t(1) << 16;          // wider quantized rows stay in the file layout
+constexpr int kRows = kPackedRows;                 // 16 weight rows per group = zmm lanes
+constexpr size_t kScaleBytes = size_t(kRows) * 2;  // 32: one block of a group's f16 scales
+constexpr int64_t kMaxCols = int64_t(1) << 16;     // wider quantized rows stay in the file layout
 
 inline size_t round64(size_t v) { return (v + 63) & ~size_t(63); }
 
@@ -50,6 +50,32 @@ inline int32_t load_i32(const int8_t* p) {
 // prefetcht0 of p's line. Inline asm because GCC may delete a __builtin_prefetch it deems pure
 // (kernels/attention_impl.h).
 inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// Walks the weight rows of a matrix being packed: each group of kRows rows gets gb zeroed bytes
+// at `group`, then fn(group, r, src) runs for each of its rows r (src: that row in the file, as T).
+template <typename T, typename Fn>
+inline void for_each_packed_row(const void* w, size_t row_bytes, int64_t rows, size_t gb, void* dst,
+                                Fn&& fn) {
+  auto* group = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < rows / kRows; ++g, group += gb) {
+    std::memset(group, 0, gb);
+    for (int r = 0; r < kRows; ++r)
+      fn(group, r,
+         reinterpret_cast<const T*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes));
+  }
+}
+
+// Walks m converted activation rows (x_stride bytes apart, as T) and their rearranged rows
+// (dst_stride apart): fn(src, row) writes the first `used` bytes of row, the rest are zeroed.
+template <typename T, typename Fn>
+inline void for_each_act_row(const void* x, size_t x_stride, int64_t m, void* dst, size_t dst_stride,
+                             size_t used, Fn&& fn) {
+  for (int64_t k = 0; k < m; ++k) {
+    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
+    fn(reinterpret_cast<const T*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride), row);
+    std::memset(row + used, 0, dst_stride - used);
+  }
+}
 
 // Code vector j (j = 0..7) of a block of 32 columns is the 64 bytes whose byte 4r + i is the code of
 // row r, element 4j + i; a multiply-add of it against the broadcast activation codes 4j..4j+3
@@ -102,24 +128,18 @@ inline size_t packed_group_bytes(int64_t cols) {
 template <typename F>
 inline void pack_rows(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
   const int64_t nb = cols / kQK;
-  const size_t gb = packed_group_bytes<F>(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    uint8_t* codes = out;
-    uint8_t* high = out + size_t(nb) * F::kCodeBytes;
-    uint8_t* scales = high + size_t(nb) * F::kHighBytes;
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src =
-          reinterpret_cast<const typename F::Block*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t b = 0; b < nb; ++b) {
-        std::memcpy(scales + size_t(b) * kScaleBytes + 2 * size_t(r), &src[b].d, 2);
-        for (int e = 0; e < kQK; ++e)
-          F::store(codes + size_t(b) * F::kCodeBytes, high + size_t(b) * F::kHighBytes, e / 4, 4 * r + e % 4,
-                   F::code(src[b], e));
-      }
-    }
-  }
+  for_each_packed_row<typename F::Block>(
+      w, row_bytes, rows, packed_group_bytes<F>(cols), dst,
+      [&](uint8_t* codes, int r, const typename F::Block* src) {
+        uint8_t* high = codes + size_t(nb) * F::kCodeBytes;
+        uint8_t* scales = high + size_t(nb) * F::kHighBytes;
+        for (int64_t b = 0; b < nb; ++b) {
+          std::memcpy(scales + size_t(b) * kScaleBytes + 2 * size_t(r), &src[b].d, 2);
+          for (int e = 0; e < kQK; ++e)
+            F::store(codes + size_t(b) * F::kCodeBytes, high + size_t(b) * F::kHighBytes, e / 4,
+                     4 * r + e % 4, F::code(src[b], e));
+        }
+      });
 }
 
 // ---- activations ----
@@ -130,9 +150,9 @@ inline void pack_rows(const void* w, size_t row_bytes, int64_t rows, int64_t col
 inline size_t q8_act_bytes(int64_t cols) { return round64(size_t(cols / kQK) * (kQK + 8)); }
 
 struct Q8ActRow {
-  const int8_t* q;      // [nb][32]
-  const float* dx;      // [nb]
-  const int32_t* sum;   // [nb]
+  const int8_t* q;     // [nb][32]
+  const float* dx;     // [nb]
+  const int32_t* sum;  // [nb]
 };
 
 inline Q8ActRow q8_act_row(const uint8_t* row, int64_t nb) {
@@ -140,38 +160,45 @@ inline Q8ActRow q8_act_row(const uint8_t* row, int64_t nb) {
           reinterpret_cast<const int32_t*>(row + nb * (kQK + 4))};
 }
 
-inline void q8_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+inline void q8_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                         size_t dst_stride) {
   const int64_t nb = cols / kQK;
-  for (int64_t k = 0; k < m; ++k) {
-    const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
-    uint8_t* row = static_cast<uint8_t*>(dst) + size_t(k) * dst_stride;
-    auto* dx = reinterpret_cast<float*>(row + nb * kQK);
-    auto* sum = reinterpret_cast<int32_t*>(row + nb * (kQK + 4));
-    for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(row + b * kQK, src[b].qs, kQK);
-      dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(src[b].d)));
-      // Sum of the 32 signed codes: SAD of the biased bytes against zero, minus the bias.
-      const __m256i biased = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[b].qs)),
-                                              _mm256_set1_epi8(char(0x80)));
-      const __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());
-      sum[b] = int32_t(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) + _mm256_extract_epi64(sad, 2) +
-                       _mm256_extract_epi64(sad, 3) - 128 * kQK);
-    }
-    std::memset(row + nb * (kQK + 8), 0, dst_stride - size_t(nb) * (kQK + 8));
-  }
+  for_each_act_row<BlockQ8_0>(
+      x, x_stride, m, dst, dst_stride, size_t(nb) * (kQK + 8), [&](const BlockQ8_0* src, uint8_t* row) {
+        auto* dx = reinterpret_cast<float*>(row + nb * kQK);
+        auto* sum = reinterpret_cast<int32_t*>(row + nb * (kQK + 4));
+        for (int64_t b = 0; b < nb; ++b) {
+          std::memcpy(row + b * kQK, src[b].qs, kQK);
+          dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(src[b].d)));
+          // Sum of the 32 signed codes: SAD of the biased bytes against zero, minus the bias.
+          const __m256i biased = _mm256_xor_si256(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[b].qs)), _mm256_set1_epi8(char(0x80)));
+          const __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());
+          sum[b] = int32_t(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) +
+                           _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3) - 128 * kQK);
+        }
+      });
 }
 
 template <typename Fn>
 inline void with_tile_width(int nc, Fn&& fn) {
   switch (nc) {
-    case 1: return fn(std::integral_constant<int, 1>{});
-    case 2: return fn(std::integral_constant<int, 2>{});
-    case 3: return fn(std::integral_constant<int, 3>{});
-    case 4: return fn(std::integral_constant<int, 4>{});
-    case 5: return fn(std::integral_constant<int, 5>{});
-    case 6: return fn(std::integral_constant<int, 6>{});
-    case 7: return fn(std::integral_constant<int, 7>{});
-    default: return fn(std::integral_constant<int, 8>{});
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    case 4:
+      return fn(std::integral_constant<int, 4>{});
+    case 5:
+      return fn(std::integral_constant<int, 5>{});
+    case 6:
+      return fn(std::integral_constant<int, 6>{});
+    case 7:
+      return fn(std::integral_constant<int, 7>{});
+    default:
+      return fn(std::integral_constant<int, 8>{});
   }
 }
 
@@ -194,8 +221,8 @@ inline void for_each_tile(const void* x, size_t x_stride, int64_t nx, float* y, 
 // for_each_tile for q8 activation rows (q8_pack_acts): fn(width, a, y_tile) with a[0..width)
 // the tile's rows.
 template <int kMax, typename Fn>
-inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride,
-                             Fn&& fn) {
+inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64_t nx, float* y,
+                             size_t y_stride, Fn&& fn) {
   const int64_t nb = cols / kQK;
   for_each_tile<kMax>(x, x_stride, nx, y, y_stride, [&](auto width, const uint8_t* const* rows, float* yk) {
     Q8ActRow a[decltype(width)::value];
@@ -225,41 +252,39 @@ inline size_t float_group_bytes(int64_t cols) {
 
 template <typename E>
 inline void float_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols, void* dst) {
-  const size_t gb = float_group_bytes<E>(cols);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < rows / kRows; ++g, out += gb) {
-    std::memset(out, 0, gb);
-    auto* cells = reinterpret_cast<E*>(out);
-    for (int r = 0; r < kRows; ++r) {
-      const auto* src = reinterpret_cast<const E*>(static_cast<const uint8_t*>(w) + size_t(g * kRows + r) * row_bytes);
-      for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
-    }
-  }
+  for_each_packed_row<E>(w, row_bytes, rows, float_group_bytes<E>(cols), dst,
+                         [&](uint8_t* group, int r, const E* src) {
+                           auto* cells = reinterpret_cast<E*>(group);
+                           for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
+                         });
 }
 
 // f32 activation rows. float_pack_acts is never called: F16/F32 weights take f32 activations,
 // which matmul passes in place.
 inline size_t float_act_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
-inline void float_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
+inline void float_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                            size_t dst_stride) {
   for (int64_t k = 0; k < m; ++k)
-    std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride, static_cast<const uint8_t*>(x) + size_t(k) * x_stride,
-                size_t(cols) * sizeof(float));
+    std::memcpy(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride,
+                static_cast<const uint8_t*>(x) + size_t(k) * x_stride, size_t(cols) * sizeof(float));
 }
 
 // BF16 weights take the same layout (E = uint16_t). They meet bf16-rounded activations
 // (vec_dot.h); the packed GEMM widens both to f32 (exactly: a bf16 is the top half of an f32) and
 // runs the float kernel, so pack_acts widens the converted bf16 rows to f32 rows.
-inline void bf16_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
-  for (int64_t k = 0; k < m; ++k) {
-    const auto* src = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(x) + size_t(k) * x_stride);
-    auto* out = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(dst) + size_t(k) * dst_stride);
-    for (int64_t c = 0; c < cols; ++c) out[c] = uint32_t(src[c]) << 16;
-  }
+inline void bf16_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                           size_t dst_stride) {
+  for_each_act_row<uint16_t>(x, x_stride, m, dst, dst_stride, size_t(cols) * 4,
+                             [&](const uint16_t* src, uint8_t* row) {
+                               auto* out = reinterpret_cast<uint32_t*>(row);
+                               for (int64_t c = 0; c < cols; ++c) out[c] = uint32_t(src[c]) << 16;
+                             });
 }
 
 // for_each_tile for f32 activation rows: fn(width, xr, y_tile) with xr[0..width) the tile's rows.
 template <int kMax, typename Fn>
-inline void for_each_float_tile(const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride, Fn&& fn) {
+inline void for_each_float_tile(const void* x, size_t x_stride, int64_t nx, float* y, size_t y_stride,
+                                Fn&& fn) {
   for_each_tile<kMax>(x, x_stride, nx, y, y_stride, [&](auto width, const uint8_t* const* rows, float* yk) {
     const float* xr[decltype(width)::value];
     for (int k = 0; k < decltype(width)::value; ++k) xr[k] = reinterpret_cast<const float*>(rows[k]);
@@ -274,7 +299,8 @@ PackedKernels float_packed_kernels() {
 
 template <auto Gemm>
 PackedKernels bf16_packed_kernels() {
-  return PackedKernels{float_group_bytes<uint16_t>, float_pack<uint16_t>, float_act_bytes, bf16_pack_acts, Gemm};
+  return PackedKernels{float_group_bytes<uint16_t>, float_pack<uint16_t>, float_act_bytes, bf16_pack_acts,
+                       Gemm};
 }
 
 }  // namespace
