@@ -12,9 +12,9 @@
 // into tiles of ~kGemmTileBytes of weight rows and handed to it with up to kGemmActRows activation
 // rows at a time; the kernel blocks both in registers (4 weight rows x 4 activation rows share
 // each loaded block) and is bit-identical to its table's vec_dot, so the same guarantees hold.
-// Decode-sized calls (m <= 3) give the kernel a thread's whole range at once (its small-batch
-// path takes 8 or 4 weight rows per pass and prefetches), and split small matrices evenly, one
-// chunk per thread, in multiples of 8 rows.
+// Decode-sized calls (m <= 3) give the kernel each claimed range at once (its small-batch path
+// takes 8 or 4 weight rows per pass and prefetches). Threads claim rows in multiples of 8 (the
+// pool hands each thread a contiguous share and lets a faster one take over part of a slower's).
 //
 // A matrix packed for the table in use (WeightMatrix::packed, KernelTable::packed) goes through
 // the packed GEMM instead: the converted activation rows are rearranged once per call
@@ -40,11 +40,8 @@ constexpr size_t kPackedTileBytes = 48 * 1024; // weight bytes per packed-GEMM t
 constexpr int64_t kGemmActRows = 64;           // activation rows per GEMM call (~40 KiB of q8_0 at 576 cols: L2)
 constexpr int64_t kMinParallelWork = 1 << 16;  // multiply-adds below which threads cost more than they save
 // Decode-sized calls (m <= kSmallBatch): the GEMM kernel streams the whole row range in one call
-// (its small-batch path reads each weight byte once for all m rows anyway) and ...
+// (its small-batch path reads each weight byte once for all m rows anyway).
 constexpr int64_t kSmallBatch = 3;
-// ... if the matrix is at most this big, each thread gets one equal chunk: a decode op lasts tens of
-// microseconds, where finer chunks only add claims and waiting on the last one.
-constexpr size_t kEvenSplitBytes = size_t(4) << 20;
 // Rows are handed to threads in whole multiples of this (the widest GEMM tile), so no thread's
 // range ends in a narrow remainder tile except the matrix's last.
 constexpr int64_t kRowUnit = 8;
@@ -191,9 +188,15 @@ int64_t row_unit(const KernelTable& kernels, const WeightMatrix& w) {
   return kernels.gemm[int(w.type)] != nullptr ? kRowUnit : 1;
 }
 
-// One equal chunk per thread for decode-sized calls on small matrices, else the pool's default.
-int chunks_per_thread(int64_t m, size_t weight_bytes) {
-  return m <= kSmallBatch && weight_bytes <= kEvenSplitBytes ? 1 : ThreadPool::kDefaultChunksPerThread;
+// The fewest units (row_unit) a thread should claim at a time: one weight tile of multiply_rows
+// for batches beyond decode size, whose tiles each re-read every activation row (a shorter claim
+// means a narrower tile and more of those re-reads); any size for decode, which streams once.
+int64_t claim_grain(const KernelTable& kernels, const WeightMatrix& w, int64_t m) {
+  if (m <= kSmallBatch) return 1;
+  if (const PackedKernels* pk = packed_kernels(kernels, w))
+    return std::max<int64_t>(1, int64_t(kPackedTileBytes / pk->group_bytes(w.cols)));
+  if (kernels.gemm[int(w.type)] != nullptr) return std::max<int64_t>(1, int64_t(kGemmTileBytes / w.row_bytes) / kRowUnit);
+  return std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
 }
 
 }  // namespace
@@ -217,7 +220,7 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
       [&](int64_t u0, int64_t u1, int) {
         multiply_rows(kernels, w, xq, x_stride, m, y, u0 * unit, std::min(rows, u1 * unit));
       },
-      unit == 1 ? ThreadPool::kDefaultChunksPerThread : chunks_per_thread(m, size_t(rows) * w.row_bytes));
+      claim_grain(kernels, w, m));
 }
 
 void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
@@ -241,17 +244,15 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
   if (count > kMaxMulti) fail("matmul_multi: too many matrices", ws[0]);
   const int64_t unit = row_unit(kernels, ws[0]);
   int64_t first_unit[kMaxMulti + 1] = {0};
-  size_t bytes = 0;
   for (int j = 0; j < count; ++j) {
     first_unit[j + 1] = first_unit[j] + (ws[j].rows + unit - 1) / unit;
-    bytes += size_t(ws[j].rows) * ws[j].row_bytes;
   }
   size_t x_stride = 0;
   const uint8_t* xq = prepare_activations(kernels, ws[0], x, m, pool, true, &x_stride);
   pool->parallel_for(
       first_unit[count],
       [&](int64_t u0, int64_t u1, int) {
-        // The chunk [u0, u1) may span several matrices: one multiply_rows per piece.
+        // The range [u0, u1) may span several matrices: one multiply_rows per piece.
         for (int j = 0; j < count && u0 < u1; ++j) {
           if (u0 >= first_unit[j + 1]) continue;
           const int64_t e = std::min(u1, first_unit[j + 1]);
@@ -260,7 +261,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
           u0 = e;
         }
       },
-      unit == 1 ? ThreadPool::kDefaultChunksPerThread : chunks_per_thread(m, bytes));
+      claim_grain(kernels, ws[0], m));
 }
 
 void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool) {

@@ -15,8 +15,10 @@ namespace {
 // one forward pass (rmsnorm, rope, ... take microseconds), short enough not to burn a core
 // between requests.
 constexpr auto kSpin = std::chrono::microseconds(300);
-// How long the caller polls for chunks still running elsewhere before it yields its core.
+// How long the caller polls for ranges still running elsewhere before it yields its core.
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
+// Indices per parallel_for round: segment bounds are 32-bit.
+constexpr int64_t kMaxRound = int64_t(1) << 31;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,11 +28,9 @@ inline void cpu_relax() {
 #endif
 }
 
-inline void chunk_of(int64_t n, int64_t parts, int64_t i, int64_t* b, int64_t* e) {
-  int64_t per = n / parts, rem = n % parts;
-  *b = i * per + std::min<int64_t>(i, rem);
-  *e = *b + per + (i < rem ? 1 : 0);
-}
+inline uint64_t segment_word(uint64_t next, uint64_t end) { return next << 32 | end; }
+inline uint32_t segment_next(uint64_t w) { return uint32_t(w >> 32); }
+inline uint32_t segment_end(uint64_t w) { return uint32_t(w); }
 
 }  // namespace
 
@@ -40,7 +40,8 @@ int ThreadPool::default_threads() {
 }
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : default_threads()) {
+    : num_threads_(num_threads > 0 ? num_threads : default_threads()),
+      segments_(std::make_unique<Segment[]>(size_t(num_threads_))) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -51,50 +52,86 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks(int thread_index) {
-  uint64_t w = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    const int64_t chunks = int64_t((w >> 16) & 0xFFFF), c = int64_t(w & 0xFFFF);
-    if (c >= chunks) return;
-    // Read before the claim; valid when the claim succeeds on this same w: the caller rewrites
-    // them only after every chunk of the job in w was claimed, which changes claim_.
-    const auto* fn = job_fn_.load(std::memory_order_relaxed);
-    const int64_t n = job_n_.load(std::memory_order_relaxed);
-    if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    int64_t b, e;
-    chunk_of(n, chunks, c, &b, &e);
-    (*fn)(b, e, thread_index);
-    done_chunks_.fetch_add(1, std::memory_order_release);
-    w = claim_.load(std::memory_order_acquire);
-  }
+// Half of what is left, at least the grain (all that is left when less).
+uint32_t ThreadPool::claim_size(uint32_t next, uint32_t end) const {
+  const uint32_t left = end - next;
+  return std::min(left, std::max((left + 1) / 2, job_grain_.load(std::memory_order_relaxed)));
 }
 
-// Default chunks per thread (kDefaultChunksPerThread): enough that a descheduled thread's share is
-// taken over by the others, few enough that the per-chunk cost (one compare-exchange, one
-// std::function call, one done count) stays negligible.
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                              int chunks_per_thread) {
+void ThreadPool::run_ranges(int thread_index) {
+  int64_t ran = 0;
+  const RangeFn* fn = nullptr;
+  auto run = [&](uint32_t b, uint32_t e) {
+    // After a successful claim the job is pinned until `ran` is counted (see job_fn_).
+    if (fn == nullptr) fn = job_fn_.load(std::memory_order_relaxed);
+    (*fn)(int64_t(b), int64_t(e), thread_index);
+    ran += int64_t(e - b);
+  };
+
+  // Own segment, from the front.
+  std::atomic<uint64_t>& own = segments_[size_t(thread_index)].word;
+  for (uint64_t w = own.load(std::memory_order_acquire);;) {
+    const uint32_t next = segment_next(w), end = segment_end(w);
+    if (next >= end) break;
+    const uint32_t take = claim_size(next, end);
+    if (!own.compare_exchange_weak(w, segment_word(next + take, end), std::memory_order_acq_rel,
+                                   std::memory_order_acquire))
+      continue;
+    run(next, next + take);
+    w = own.load(std::memory_order_acquire);
+  }
+  // Then the others', from the back, until a whole pass finds nothing.
+  for (bool found = true; found && num_threads_ > 1;) {
+    found = false;
+    for (int k = 1; k < num_threads_; ++k) {
+      std::atomic<uint64_t>& seg = segments_[size_t((thread_index + k) % num_threads_)].word;
+      for (uint64_t w = seg.load(std::memory_order_acquire);;) {
+        const uint32_t next = segment_next(w), end = segment_end(w);
+        if (next >= end) break;
+        const uint32_t take = claim_size(next, end);
+        if (!seg.compare_exchange_weak(w, segment_word(next, end - take), std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+          continue;
+        run(end - take, end);
+        found = true;
+        w = seg.load(std::memory_order_acquire);
+      }
+    }
+  }
+  if (ran > 0) done_.fetch_add(ran, std::memory_order_release);
+}
+
+void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   if (num_threads_ <= 1 || n == 1) {
     fn(0, n, 0);
     return;
   }
-  const int64_t per_thread = std::max(1, chunks_per_thread);
-  const int64_t chunks = std::min<int64_t>({n, int64_t(num_threads_) * per_thread, 0xFFFF});
+  if (n > kMaxRound) {  // rounds of 32-bit indices
+    for (int64_t base = 0; base < n; base += kMaxRound) {
+      const RangeFn shifted = [&](int64_t b, int64_t e, int t) { fn(base + b, base + e, t); };
+      parallel_for(std::min(kMaxRound, n - base), shifted, grain);
+    }
+    return;
+  }
   job_fn_.store(&fn, std::memory_order_relaxed);
-  job_n_.store(n, std::memory_order_relaxed);
-  done_chunks_.store(0, std::memory_order_relaxed);
-  ++job_number_;
-  claim_.store(uint64_t(job_number_) << 32 | uint64_t(chunks) << 16, std::memory_order_release);
+  job_grain_.store(uint32_t(std::clamp<int64_t>(grain, 1, kMaxRound)), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const int64_t per = n / num_threads_, rem = n % num_threads_;
+  for (int64_t i = 0, b = 0; i < num_threads_; ++i) {
+    const int64_t e = b + per + (i < rem ? 1 : 0);
+    segments_[size_t(i)].word.store(segment_word(uint64_t(b), uint64_t(e)), std::memory_order_release);
+    b = e;
+  }
   // seq_cst pair with the sleepers_ increment in worker(): either we see the sleeper and wake it,
   // or it sees the new generation before it blocks.
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) generation_.notify_all();
 
-  run_chunks(0);
+  run_ranges(0);
 
   const auto t0 = std::chrono::steady_clock::now();
-  for (int spins = 0; done_chunks_.load(std::memory_order_acquire) != chunks; ++spins) {
+  for (int spins = 0; done_.load(std::memory_order_acquire) != n; ++spins) {
     if ((spins & 63) == 63 && std::chrono::steady_clock::now() - t0 > kCallerSpin)
       std::this_thread::yield();
     else
@@ -122,7 +159,7 @@ void ThreadPool::worker(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    run_chunks(index);
+    run_ranges(index);
   }
 }
 

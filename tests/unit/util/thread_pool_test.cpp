@@ -1,50 +1,99 @@
-// ThreadPool::parallel_for with an explicit chunks_per_thread (the even split the decode matmuls
-// use): the range is still covered exactly once, and 1 chunk per thread means at most
-// num_threads chunks of sizes that differ by at most one.
+// ThreadPool::parallel_for's split: every index exactly once in non-empty ranges, a few calls per
+// thread (claims take half of what is left), and a slow thread's share taken over by the others.
+#include "util/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <mutex>
+#include <thread>
 #include <vector>
-
-#include "util/thread_pool.h"
 
 namespace kvserve {
 namespace {
 
-TEST(ThreadPool, OneChunkPerThreadSplitsEvenly) {
-  for (int threads : {2, 3}) {
+struct Call {
+  int64_t begin, end;
+  int thread;
+};
+
+std::vector<Call> record_calls(ThreadPool& pool, int64_t n,
+                               const std::function<void(const Call&)>& also = {}) {
+  std::mutex mu;
+  std::vector<Call> calls;
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int t) {
+    if (also) also({b, e, t});
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back({b, e, t});
+  });
+  std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.begin < b.begin; });
+  return calls;
+}
+
+TEST(ThreadPool, RangesAreNonEmptyDisjointAndFew) {
+  for (int threads : {2, 3, 5}) {
     ThreadPool pool(threads);
-    for (int64_t n : {1, 2, 5, 72, 1001}) {
-      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-      std::mutex mu;
-      std::vector<int64_t> sizes;
-      pool.parallel_for(
-          n,
-          [&](int64_t b, int64_t e, int) {
-            for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
-            std::lock_guard<std::mutex> lock(mu);
-            sizes.push_back(e - b);
-          },
-          1);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " n " << n;
-      ASSERT_LE(int64_t(sizes.size()), std::min<int64_t>(n, threads)) << "threads " << threads << " n " << n;
-      const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
-      EXPECT_LE(*hi - *lo, 1) << "threads " << threads << " n " << n;
+    for (int64_t n : {2, 3, 36, 192, 1001, 100000}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        const std::vector<Call> calls = record_calls(pool, n);
+        int64_t at = 0;
+        for (const Call& c : calls) {
+          ASSERT_EQ(c.begin, at) << "threads " << threads << " n "
+                                 << n;  // sorted, so gaps/overlaps show here
+          ASSERT_LT(c.begin, c.end);
+          ASSERT_GE(c.thread, 0);
+          ASSERT_LT(c.thread, threads);
+          at = c.end;
+        }
+        ASSERT_EQ(at, n);
+        // Each claim takes half of what is left of a segment (own from the front, stolen from
+        // the back): about log2 claims per segment for its owner and as many for thieves.
+        const int64_t per_segment = 2 * (int64_t(std::ceil(std::log2(double(n)))) + 1);
+        EXPECT_LE(int64_t(calls.size()), threads * per_segment) << "threads " << threads << " n " << n;
+      }
     }
   }
 }
 
-TEST(ThreadPool, ChunksPerThreadBeyondDefaultCoversRange) {
-  ThreadPool pool(2);
-  const int64_t n = 777;
-  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-  for (int per : {0, 1, 4, 16})
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
-    }, per);
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 4);
+TEST(ThreadPool, SlowThreadsShareIsTakenOver) {
+  // Workers sleep in every call; the caller (thread 0) is fast, so once its own segment is done it
+  // steals half of what is left of theirs, again and again: it ends up with its own share plus at
+  // least half of every worker's (a worker's first claim is half of its segment).
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const int64_t n = 64 * threads;
+    std::atomic<int64_t> by_caller{0};
+    record_calls(pool, n, [&](const Call& c) {
+      if (c.thread == 0) {
+        by_caller += c.end - c.begin;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    EXPECT_GE(by_caller.load(), 64 + (threads - 1) * 32) << "threads " << threads;
+  }
+}
+
+TEST(ThreadPool, ManyShortJobsInARow) {
+  // Back-to-back jobs of varied sizes (decode's pattern): a worker late from one job must never
+  // run a range of another with the wrong function.
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(512);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = 1 + (job * 37) % 512;
+    const int tag = job;
+    pool.parallel_for(n, [&, tag](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)] += tag % 2 == 0 ? 1 : -1;
+    });
+  }
+  // Odd and even jobs alternate over sizes that repeat every 512 jobs; count what each index got.
+  std::vector<int> expect(512, 0);
+  for (int job = 0; job < 3000; ++job)
+    for (int64_t i = 0; i < 1 + (job * 37) % 512; ++i) expect[size_t(i)] += job % 2 == 0 ? 1 : -1;
+  for (size_t i = 0; i < 512; ++i) ASSERT_EQ(hits[i].load(), expect[i]) << i;
 }
 
 }  // namespace
