@@ -2,8 +2,8 @@
 // decode roofline fraction, and (--cache-compare) the KV cache's latency benefit. A table by
 // default, one JSON object with --json.
 #include <cstdio>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "bench_server.h"
 #include "commands.h"
@@ -33,14 +33,20 @@ nlohmann::json to_json(const BenchReport& r) {
                            {"steps", d.steps},
                            {"tok_per_s", rate_json(d.tok_per_s)},
                            {"per_seq_tok_per_s", d.per_seq_tok_per_s},
-                           {"ms_per_step", d.ms_per_step}});
+                           {"ms_per_step", d.ms_per_step},
+                           {"kv_bytes_per_step", d.kv_bytes_per_step},
+                           {"gb_per_s", d.gb_per_s}});
   if (r.has_bandwidth) {
     j["bandwidth"] = {{"gb_per_s", r.bandwidth.gb_per_s},
                       {"median_gb_per_s", r.bandwidth.median_gb_per_s},
                       {"buffer_bytes", r.bandwidth.buffer_bytes},
                       {"threads", r.bandwidth.threads},
-                      {"passes", r.bandwidth.passes}};
-    j["roofline"] = {{"tok_per_s", r.roofline_tok_per_s}, {"decode_batch1_fraction", r.roofline_fraction}};
+                      {"passes", r.bandwidth.passes},
+                      {"around_decode_batch1", r.bandwidth_around_batch1}};
+    j["bandwidth"]["pass_gb_per_s"] = r.bandwidth.pass_gb_per_s;
+    j["roofline"] = {{"tok_per_s", r.roofline_tok_per_s},
+                     {"decode_batch1_fraction", r.roofline_fraction},
+                     {"decode_batch1_bandwidth_fraction", r.bandwidth_fraction}};
   }
   if (!r.cache_compare.empty()) {
     j["cache_compare"] = nlohmann::json::array();
@@ -72,16 +78,20 @@ void print_table(const BenchReport& r, int repeat) {
     char label[64];
     std::snprintf(label, sizeof label, "decode batch %d", d.batch);
     std::printf(
-        "%-22s %12.1f %12.1f  tok/s aggregate | %.1f tok/s per seq | %.2f ms/step | ctx %lld, %lld steps\n",
+        "%-22s %12.1f %12.1f  tok/s aggregate | %.1f tok/s per seq | %.2f ms/step | ctx %lld, %lld steps | "
+        "%.1f GB/s with %s K/V per step\n",
         label, d.tok_per_s.best, d.tok_per_s.median, d.per_seq_tok_per_s, d.ms_per_step, (long long)d.context,
-        (long long)d.steps);
+        (long long)d.steps, d.gb_per_s, format_bytes(size_t(d.kv_bytes_per_step)).c_str());
   }
   if (r.has_bandwidth) {
-    std::printf("\nread bandwidth: %.1f GB/s best, %.1f median (%s buffer, %d threads, %d passes)\n",
+    std::printf("\nread bandwidth: %.1f GB/s best, %.1f median (%s buffer, %d threads, %d passes%s)\n",
                 r.bandwidth.gb_per_s, r.bandwidth.median_gb_per_s,
-                format_bytes(r.bandwidth.buffer_bytes).c_str(), r.bandwidth.threads, r.bandwidth.passes);
-    std::printf("roofline: %.1f tok/s | decode batch 1 at %.1f%% of roofline\n", r.roofline_tok_per_s,
-                100.0 * r.roofline_fraction);
+                format_bytes(r.bandwidth.buffer_bytes).c_str(), r.bandwidth.threads, r.bandwidth.passes,
+                r.bandwidth_around_batch1 ? ", around decode batch 1" : "");
+    std::printf(
+        "roofline: %.1f tok/s | decode batch 1 at %.1f%% of roofline (weights only); "
+        "weights + K/V at %.1f%% of the bandwidth\n",
+        r.roofline_tok_per_s, 100.0 * r.roofline_fraction, 100.0 * r.bandwidth_fraction);
   }
   if (!r.cache_compare.empty()) {
     std::printf("\n%8s %14s %16s %10s\n", "context", "cached ms/tok", "no-cache ms/tok", "reduction");

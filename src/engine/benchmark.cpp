@@ -217,6 +217,10 @@ Expected<DecodeResult> Benchmark::run_decode(int batch_size) {
   res.tok_per_s = summarize(rates);
   res.per_seq_tok_per_s = res.tok_per_s.best / batch_size;
   res.ms_per_step = *std::min_element(step_ms.begin(), step_ms.end());
+  // Step s of a sequence attends prompt + s + 1 positions: prompt + (gen + 1) / 2 on average.
+  res.kv_bytes_per_step =
+      double(batch_size) * (double(prompt_) + double(gen_ + 1) / 2) * double(kv_.layout().bytes_per_token());
+  res.gb_per_s = (double(model_->weight_bytes()) + res.kv_bytes_per_step) / (res.ms_per_step * 1e-3) / 1e9;
   return res;
 }
 
@@ -279,27 +283,45 @@ Expected<BenchReport> Benchmark::run_all() {
   rep.model_ctx = ctx_;
   {
     const KvLayout& L = kv_.layout();
-    rep.kv_type = L.k_dtype == L.v_dtype ? std::string(kv_dtype_name(L.k_dtype))
-                                         : std::string("k=") + kv_dtype_name(L.k_dtype) + ",v=" + kv_dtype_name(L.v_dtype);
+    rep.kv_type = L.k_dtype == L.v_dtype
+                      ? std::string(kv_dtype_name(L.k_dtype))
+                      : std::string("k=") + kv_dtype_name(L.k_dtype) + ",v=" + kv_dtype_name(L.v_dtype);
   }
   rep.weight_bytes = model_->weight_bytes();
   KVS_ASSIGN_OR_RETURN(rep.prefill, run_prefill());
+  // The bandwidth probe brackets the batch-1 decode (see the header), or runs last without one.
+  const bool brackets =
+      opts_.measure_bandwidth &&
+      std::find(opts_.batch_sizes.begin(), opts_.batch_sizes.end(), 1) != opts_.batch_sizes.end();
+  const int passes_before = opts_.bandwidth_passes > 1 ? opts_.bandwidth_passes / 2 : 0;
+  auto probe = [&](int passes) -> Status {
+    KVS_ASSIGN_OR_RETURN(MemBandwidth bw, measure_read_bandwidth(pool_, opts_.bandwidth_bytes, passes));
+    rep.bandwidth = combine(rep.bandwidth, bw);
+    rep.has_bandwidth = true;
+    return Status::ok_status();
+  };
   for (int b : opts_.batch_sizes) {
+    const bool bracket = brackets && b == 1 && !rep.has_bandwidth;
+    if (bracket && passes_before > 0) KVS_RETURN_IF_ERROR(probe(passes_before));
     KVS_ASSIGN_OR_RETURN(DecodeResult d, run_decode(b));
     rep.decode.push_back(d);
+    if (bracket) {
+      KVS_RETURN_IF_ERROR(probe(opts_.bandwidth_passes - passes_before));
+      rep.bandwidth_around_batch1 = true;
+    }
   }
   if (opts_.cache_compare) {
     KVS_ASSIGN_OR_RETURN(rep.cache_compare, run_cache_compare());
   }
   if (opts_.measure_bandwidth) {
-    KVS_ASSIGN_OR_RETURN(rep.bandwidth,
-                         measure_read_bandwidth(pool_, opts_.bandwidth_bytes, opts_.bandwidth_passes));
-    rep.has_bandwidth = true;
+    if (!rep.has_bandwidth) KVS_RETURN_IF_ERROR(probe(opts_.bandwidth_passes));
     if (rep.weight_bytes > 0)
       rep.roofline_tok_per_s = rep.bandwidth.gb_per_s * 1e9 / double(rep.weight_bytes);
     for (const DecodeResult& d : rep.decode)
-      if (d.batch == 1 && rep.roofline_tok_per_s > 0)
+      if (d.batch == 1 && rep.roofline_tok_per_s > 0) {
         rep.roofline_fraction = d.tok_per_s.best / rep.roofline_tok_per_s;
+        rep.bandwidth_fraction = d.gb_per_s / rep.bandwidth.gb_per_s;
+      }
   }
   rep.notes = notes_;
   return rep;

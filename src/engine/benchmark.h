@@ -2,6 +2,11 @@
 // benefit) next to the machine's memory bandwidth, so a decode rate can be read as a
 // fraction of its roofline: every decoded token reads all weights once, hence
 //   roofline tok/s = bandwidth / Model::weight_bytes().
+// A decode step also reads its sequences' K/V (all layers, every position attended): each decode
+// result counts those bytes too, and the report gives batch-1 decode's weights + K/V traffic as a
+// fraction of the bandwidth. The probe runs right before and right after the batch-1 decode
+// (passes split between the two), so both figures of that ratio come from the same minute: on a
+// shared VM the bandwidth one probe sees drifts by 2x over an hour.
 //
 // Inputs are random but valid token ids (a fixed seed): speed does not depend on what the
 // tokens say. Nothing here asserts a speed; callers (the CLI, docs) compare with targets.
@@ -28,8 +33,8 @@ struct BenchOptions {
   int64_t prompt_tokens = 512;  // prefill length and the context each decode seq starts at
   int64_t gen_tokens = 128;     // decode steps per batch size
   std::vector<int> batch_sizes{1, 4, 8};
-  int repeat = 3;   // timed repetitions; best and median are reported
-  int threads = 0;  // 0: one per core
+  int repeat = 3;                  // timed repetitions; best and median are reported
+  int threads = 0;                 // 0: one per core
   KvDType kv_type = KvDType::F32;  // K and V element type, unless overridden below
   std::optional<KvDType> kv_type_k;
   std::optional<KvDType> kv_type_v;
@@ -69,6 +74,8 @@ struct DecodeResult {
   Rate tok_per_s;                // aggregate: batch * steps / seconds
   double per_seq_tok_per_s = 0;  // best aggregate / batch
   double ms_per_step = 0;        // best
+  double kv_bytes_per_step = 0;  // K/V bytes attention reads per step, averaged over the steps
+  double gb_per_s = 0;           // (weight + K/V bytes per step) / best step time, 1 GB = 1e9 bytes
 };
 
 struct CacheCompareRow {
@@ -85,14 +92,16 @@ struct BenchReport {
   std::string model_path;
   std::string arch;
   int64_t model_ctx = 0;
-  std::string kv_type;  // "f32" when K and V share a type, else "k=q8_0,v=q4_0"
+  std::string kv_type;      // "f32" when K and V share a type, else "k=q8_0,v=q4_0"
   size_t weight_bytes = 0;  // bytes read per decoded token
   PrefillResult prefill;
   std::vector<DecodeResult> decode;
   bool has_bandwidth = false;
   MemBandwidth bandwidth;
-  double roofline_tok_per_s = 0;  // bandwidth / weight_bytes
-  double roofline_fraction = 0;   // best batch-1 decode / roofline (0 without batch 1)
+  bool bandwidth_around_batch1 = false;  // probed right before/after the batch-1 decode (else last)
+  double roofline_tok_per_s = 0;         // bandwidth / weight_bytes
+  double roofline_fraction = 0;          // best batch-1 decode / roofline (0 without batch 1)
+  double bandwidth_fraction = 0;         // batch-1 decode's gb_per_s / bandwidth (0 without batch 1)
   std::vector<CacheCompareRow> cache_compare;
   std::vector<std::string> notes;  // adjustments made (a prompt shortened to fit the context)
 };

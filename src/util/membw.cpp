@@ -78,6 +78,29 @@ size_t default_bandwidth_buffer_bytes() {
   return std::max(8 * last_level_cache_bytes(), 64 * kMiB);
 }
 
+namespace {
+
+// gb_per_s and median_gb_per_s from pass_gb_per_s (not empty).
+void summarize_passes(MemBandwidth* r) {
+  std::vector<double> rates = r->pass_gb_per_s;
+  std::sort(rates.begin(), rates.end());
+  r->gb_per_s = rates.back();
+  const size_t n = rates.size();
+  r->median_gb_per_s = n % 2 == 1 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+}
+
+}  // namespace
+
+MemBandwidth combine(const MemBandwidth& a, const MemBandwidth& b) {
+  if (a.pass_gb_per_s.empty()) return b;
+  if (b.pass_gb_per_s.empty()) return a;
+  MemBandwidth r = a;
+  r.pass_gb_per_s.insert(r.pass_gb_per_s.end(), b.pass_gb_per_s.begin(), b.pass_gb_per_s.end());
+  r.passes = a.passes + b.passes;
+  summarize_passes(&r);
+  return r;
+}
+
 Expected<MemBandwidth> measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int passes) {
   if (passes < 1) return invalid_argument("bandwidth probe: passes must be >= 1");
   if (buffer_bytes == 0) buffer_bytes = default_bandwidth_buffer_bytes();
@@ -113,10 +136,8 @@ Expected<MemBandwidth> measure_read_bandwidth(ThreadPool& pool, size_t buffer_by
   }
   std::free(raw);
   MemBandwidth r;
-  std::sort(rates.begin(), rates.end());
-  r.gb_per_s = rates.back();
-  const size_t n = rates.size();
-  r.median_gb_per_s = n % 2 == 1 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+  r.pass_gb_per_s = rates;
+  summarize_passes(&r);
   r.buffer_bytes = total;
   r.threads = nt;
   r.passes = passes;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -19,7 +20,11 @@ struct MemBandwidth {
   size_t buffer_bytes = 0;  // bytes read per pass
   int threads = 0;
   int passes = 0;
+  std::vector<double> pass_gb_per_s;  // every pass, in the order run
 };
+
+// Two probes of the same buffer size taken as one: passes pooled, best and median over all.
+MemBandwidth combine(const MemBandwidth& a, const MemBandwidth& b);
 
 // Size of the largest CPU cache in bytes (sysfs, then sysconf); 0 when unknown.
 size_t last_level_cache_bytes();

@@ -14,6 +14,9 @@ assert all(d["tok_per_s"]["best"] > 0 and d["steps"] == 8 and d["context"] == 64
 assert j["weight_bytes_per_token"] > 0
 assert j["bandwidth"]["gb_per_s"] > 0 and j["roofline"]["tok_per_s"] > 0
 assert j["roofline"]["decode_batch1_fraction"] > 0
+assert j["roofline"]["decode_batch1_bandwidth_fraction"] > j["roofline"]["decode_batch1_fraction"]
+assert j["bandwidth"]["around_decode_batch1"] is True and len(j["bandwidth"]["pass_gb_per_s"]) == j["bandwidth"]["passes"]
+assert all(d["kv_bytes_per_step"] > 0 and d["gb_per_s"] > 0 for d in j["decode"])
 for k in ("cpu_model", "logical_cpus", "threads", "isa"): assert k in j["machine"]
 assert "cache_compare" not in j
 ' "$TMP/json"
@@ -21,7 +24,7 @@ assert "cache_compare" not in j
   -t 2 >"$TMP/table" 2>/dev/null
 check "bench table exits 0" test $? -eq 0
 for f in "machine:" "kernels:" "weights read per token:" "prefill 32" "decode batch 1" "read bandwidth:" \
-  "of roofline" "no-cache ms/tok" "reduction"; do
+  "of roofline" "of the bandwidth" "K/V per step" "around decode batch 1" "no-cache ms/tok" "reduction"; do
   check "table has '$f'" grep -q "$f" "$TMP/table"
 done
 check "cache-compare has a 128 row" grep -qE '^ +128 ' "$TMP/table"

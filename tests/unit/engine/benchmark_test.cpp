@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kvserve {
 namespace {
@@ -22,6 +24,15 @@ BenchOptions tiny_options() {
   o.bandwidth_bytes = size_t(8) << 20;  // small: this checks the plumbing, not the machine
   o.bandwidth_passes = 2;
   return o;
+}
+
+// The whole report for options o (a fatal failure when the bench cannot be made or run).
+void run_report(const BenchOptions& o, std::optional<BenchReport>* out) {
+  auto b = Benchmark::create(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto rep = (*b)->run_all();
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  *out = std::move(rep).value();
 }
 
 TEST(Benchmark, FullReportIsComplete) {
@@ -60,6 +71,12 @@ TEST(Benchmark, FullReportIsComplete) {
     EXPECT_GE(d.tok_per_s.best, d.tok_per_s.median);
     EXPECT_GT(d.ms_per_step, 0);
     EXPECT_DOUBLE_EQ(d.per_seq_tok_per_s, d.tok_per_s.best / d.batch);
+    // Steps attend 17..20 positions (18.5 on average) of every sequence, all layers' K and V.
+    const ModelHparams& hp = (*b)->model().hparams();
+    const double token_kv = double(hp.n_layer) * 2 * hp.n_head_kv * hp.head_dim * sizeof(float);
+    EXPECT_DOUBLE_EQ(d.kv_bytes_per_step, d.batch * 18.5 * token_kv);
+    EXPECT_NEAR(d.gb_per_s, (double(r.weight_bytes) + d.kv_bytes_per_step) / (d.ms_per_step * 1e6),
+                1e-9 * d.gb_per_s);
   }
 
   ASSERT_TRUE(r.has_bandwidth);
@@ -70,6 +87,11 @@ TEST(Benchmark, FullReportIsComplete) {
   EXPECT_NEAR(r.roofline_tok_per_s, r.bandwidth.gb_per_s * 1e9 / double(r.weight_bytes),
               1e-6 * r.roofline_tok_per_s);
   EXPECT_NEAR(r.roofline_fraction, r.decode[0].tok_per_s.best / r.roofline_tok_per_s, 1e-9);
+  EXPECT_NEAR(r.bandwidth_fraction, r.decode[0].gb_per_s / r.bandwidth.gb_per_s, 1e-9);
+  // Probed around the batch-1 decode: one pass before, one after.
+  EXPECT_TRUE(r.bandwidth_around_batch1);
+  EXPECT_EQ(r.bandwidth.passes, 2);
+  EXPECT_EQ(r.bandwidth.pass_gb_per_s.size(), 2u);
 
   // Only the contexts that fit the model's context appear, in order.
   std::vector<int64_t> want;
@@ -106,12 +128,12 @@ TEST(Benchmark, WithoutBandwidthThereIsNoRoofline) {
   o.measure_bandwidth = false;
   o.batch_sizes = {1};
   o.repeat = 1;
-  auto b = Benchmark::create(o);
-  ASSERT_TRUE(b.ok()) << b.status().to_string();
-  auto rep = (*b)->run_all();
-  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  std::optional<BenchReport> rep;
+  ASSERT_NO_FATAL_FAILURE(run_report(o, &rep));
   EXPECT_FALSE(rep->has_bandwidth);
+  EXPECT_FALSE(rep->bandwidth_around_batch1);
   EXPECT_EQ(rep->roofline_fraction, 0);
+  EXPECT_EQ(rep->bandwidth_fraction, 0);
   EXPECT_TRUE(rep->notes.empty());
 }
 
@@ -133,6 +155,35 @@ TEST(Benchmark, RejectsBadOptions) {
   BenchOptions missing = tiny_options();
   missing.model_path = "/nonexistent/model.gguf";
   EXPECT_FALSE(Benchmark::create(missing).ok());
+}
+
+TEST(Benchmark, WithoutBatchOneTheProbeRunsLast) {
+  BenchOptions o = tiny_options();
+  o.batch_sizes = {2};
+  o.repeat = 1;
+  o.bandwidth_passes = 3;
+  std::optional<BenchReport> rep;
+  ASSERT_NO_FATAL_FAILURE(run_report(o, &rep));
+  EXPECT_TRUE(rep->has_bandwidth);
+  EXPECT_FALSE(rep->bandwidth_around_batch1);
+  EXPECT_EQ(rep->bandwidth.passes, 3);
+  EXPECT_GT(rep->roofline_tok_per_s, 0);
+  EXPECT_EQ(rep->roofline_fraction, 0);  // no batch-1 decode to compare
+  EXPECT_EQ(rep->bandwidth_fraction, 0);
+}
+
+TEST(MemBandwidth, CombinePoolsPasses) {
+  MemBandwidth a, b;
+  a.pass_gb_per_s = {10, 30};
+  a.passes = 2;
+  b.pass_gb_per_s = {20};
+  b.passes = 1;
+  const MemBandwidth c = combine(a, b);
+  EXPECT_EQ(c.passes, 3);
+  EXPECT_EQ(c.pass_gb_per_s, (std::vector<double>{10, 30, 20}));
+  EXPECT_EQ(c.gb_per_s, 30);
+  EXPECT_EQ(c.median_gb_per_s, 20);
+  EXPECT_EQ(combine(MemBandwidth{}, b).pass_gb_per_s, b.pass_gb_per_s);  // an empty probe adds nothing
 }
 
 TEST(MemBandwidth, ProbeReportsPositiveRate) {
