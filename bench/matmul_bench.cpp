@@ -143,7 +143,7 @@ void BM_smollm_layer(benchmark::State& state) {
 void layer_args(benchmark::internal::Benchmark* b) {
   for (int encoding : {0, 1})
     for (int64_t m : {1, 8, 512})
-      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) b->Args({encoding, m, int64_t(isa)});
+      for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) b->Args({encoding, m, int64_t(isa)});
 }
 
 BENCHMARK(BM_smollm_layer)->Apply(layer_args)->Unit(benchmark::kMicrosecond)->UseRealTime();

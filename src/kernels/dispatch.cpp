@@ -2,7 +2,7 @@
 //
 // Tables are built once: the scalar table holds every kernel, and each wider table starts as a
 // copy of the next narrower one and overrides what it implements, so a type without a wide kernel
-// still works. KVSERVE_KERNELS=scalar|avx2|avx512 in the environment caps the choice (for
+// still works. KVSERVE_KERNELS=scalar|avx2|avxvnni|avx512 in the environment caps the choice (for
 // debugging and for comparing numerics or speed on one machine).
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +19,8 @@ bool isa_supported(Isa isa) {
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c");
+    case Isa::kAvxVnni:
+      return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avxvnni");
     case Isa::kAvx512:
       // Everything gemm_avx512.cpp is compiled for (VL: the 256-bit forms; VNNI: vpdpbusd).
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
@@ -33,6 +35,7 @@ namespace {
 struct Tables {
   KernelTable scalar{};
   KernelTable avx2{};
+  KernelTable avxvnni{};
   KernelTable avx512{};
   Tables() {
     scalar.isa = Isa::kScalar;
@@ -45,6 +48,11 @@ struct Tables {
     fill_avx2_packed_kernels(&avx2);
     fill_avx2_packed_kquant_kernels(&avx2);
     fill_avx2_packed_float_kernels(&avx2);
+    avxvnni = avx2;
+    avxvnni.isa = Isa::kAvxVnni;
+    avxvnni.name = "avxvnni";
+    if (isa_supported(Isa::kAvxVnni)) fill_avxvnni_packed_kernels(&avxvnni);  // compiled with -mavxvnni
+    // Not a copy of avxvnni: a CPU may have AVX-512 VNNI without the VEX-encoded AVX-VNNI.
     avx512 = avx2;
     avx512.isa = Isa::kAvx512;
     avx512.name = "avx512";
@@ -64,16 +72,18 @@ const Tables& tables() {
   return t;
 }
 
+// The widest supported instruction set, at most KVSERVE_KERNELS's when set (a cap the CPU lacks,
+// say avxvnni on an AVX-512 machine without AVX-VNNI, gives the widest supported one below it).
 Isa choose_isa() {
-  Isa best = Isa::kScalar;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
-    if (isa_supported(isa)) best = isa;
+  Isa limit = Isa::kAvx512;
   if (const char* cap = std::getenv("KVSERVE_KERNELS")) {
-    Isa limit = best;
     if (std::strcmp(cap, "scalar") == 0) limit = Isa::kScalar;
     if (std::strcmp(cap, "avx2") == 0) limit = Isa::kAvx2;
-    if (int(limit) < int(best)) best = limit;
+    if (std::strcmp(cap, "avxvnni") == 0) limit = Isa::kAvxVnni;
   }
+  Isa best = Isa::kScalar;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+    if (int(isa) <= int(limit) && isa_supported(isa)) best = isa;
   return best;
 }
 
@@ -83,6 +93,8 @@ const KernelTable& kernel_table(Isa isa) {
   switch (isa) {
     case Isa::kAvx2:
       return tables().avx2;
+    case Isa::kAvxVnni:
+      return tables().avxvnni;
     case Isa::kAvx512:
       return tables().avx512;
     case Isa::kScalar:

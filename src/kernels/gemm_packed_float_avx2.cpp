@@ -17,7 +17,6 @@ namespace kvserve {
 
 namespace {
 
-constexpr int kMaxTileCols = 4;  // activation rows per register tile
 
 // 8 elements (one half of a column) as f32.
 struct LoadF16 {

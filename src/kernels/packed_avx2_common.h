@@ -1,4 +1,4 @@
-// Internal to the AVX2 packed-GEMM files (gemm_packed_avx2.cpp, gemm_packed_kquant_avx2.cpp): the
+// Internal to the AVX2 packed-GEMM kernels (gemm_packed_legacy_avx2.h, gemm_packed_kquant_avx2.h): the
 // shared layout (packed_layout.h) read as two 256-bit halves per 64-byte code vector (weight rows
 // 8h .. 8h+7 for half h). Internal linkage, as packed_layout.h explains.
 #pragma once
@@ -9,6 +9,8 @@
 
 namespace kvserve {
 namespace {
+
+constexpr int kMaxTileCols = 4;  // activation rows per register tile (16 ymm registers)
 
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 

@@ -69,7 +69,9 @@ struct PackedKernels {
                int64_t nx, float* y, size_t y_stride);
 };
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit
+// vpdpbusd (AVX-VNNI): the AVX2 table with its packed integer GEMMs using it.
+enum class Isa { kScalar, kAvx2, kAvxVnni, kAvx512 };
 
 constexpr int kNumTypeIds = 40;  // ggml type ids are < 40
 
@@ -106,6 +108,7 @@ void fill_avx2_kernels(KernelTable* t);
 void fill_avx2_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx2.cpp)
 void fill_avx2_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx2.cpp)
 void fill_avx2_packed_float_kernels(KernelTable* t);  // repacked F16/BF16/F32 GEMM (gemm_packed_float_avx2.cpp)
+void fill_avxvnni_packed_kernels(KernelTable* t);  // AVX-VNNI repacked legacy + k-quant GEMMs (gemm_packed_avxvnni.cpp)
 void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx512.cpp)
 void fill_avx512_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx512.cpp)
 void fill_avx512_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx512.cpp)

@@ -121,6 +121,7 @@ INSTANTIATE_TEST_SUITE_P(Isas, GemmTest, ::testing::Values(Isa::kScalar, Isa::kA
                            switch (info.param) {
                                    case Isa::kScalar: return std::string("scalar");
                                    case Isa::kAvx2: return std::string("avx2");
+                                   case Isa::kAvxVnni: return std::string("avxvnni");
                                    case Isa::kAvx512: return std::string("avx512");
                                  }
                                  return std::string("unknown");

@@ -5,6 +5,7 @@
 //  - threaded results are bit-identical to single-threaded ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -187,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(all_cases()),
                          });
 
 TEST(Matmul, EveryIsaMatchesScalar) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
@@ -207,7 +208,7 @@ TEST(Matmul, EveryIsaMatchesScalar) {
 // A row's result must not depend on the other rows of its batch (prefill vs decode, batching of
 // sequences): m rows at once equals each row alone, bit for bit, for every instruction set.
 TEST(Matmul, BatchInvariant) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     for (GgmlType t : kWeightTypes) {
       auto w = make_weights(t, 23, 512, 13u + uint32_t(t));
@@ -246,7 +247,7 @@ bool pack_for(const KernelTable& k, WeightMatrix w, PackedCase* out) {
 TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   bool any = false;
   std::set<GgmlType> packed_types;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
@@ -300,6 +301,15 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
                                               GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32,
                                               GgmlType::BF16}));
   }
+  if (isa_supported(Isa::kAvxVnni)) {  // the AVX-VNNI table packs what the AVX2 table packs
+    std::set<GgmlType> vnni_types;
+    for (GgmlType t : kWeightTypes)
+      if (kernel_table(Isa::kAvxVnni).packed[int(t)].gemm != nullptr) vnni_types.insert(t);
+    std::set<GgmlType> avx2_types;
+    for (GgmlType t : kWeightTypes)
+      if (kernel_table(Isa::kAvx2).packed[int(t)].gemm != nullptr) avx2_types.insert(t);
+    EXPECT_EQ(vnni_types, avx2_types);
+  }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
                                                 GgmlType::F32, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q5_K,
@@ -337,12 +347,44 @@ void multi_across_packed_types(const KernelTable& k) {
 // matmul_multi over packed matrices of different types (their activation rearrangements
 // differ: Q4_K's and Q6_K's are not Q8_0's) equals one matmul per matrix, bit for bit.
 TEST(PackedMatmul, MultiAcrossPackedTypes) {
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
     if (isa_supported(isa)) multi_across_packed_types(kernel_table(isa));
 }
 
+// The AVX-VNNI table's packed integer GEMMs (vpdpbusd) compute the same exact integer sums as the
+// AVX2 table's (maddubs + madd), then the same f32 steps: bit-identical for every batch shape,
+// including codes and activations at their extremes (|q| = 128 for Q8_0's -128, x = +-127).
+TEST(PackedMatmul, AvxVnniIsBitIdenticalToAvx2) {
+  if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  const KernelTable& avx2 = kernel_table(Isa::kAvx2);
+  const KernelTable& vnni = kernel_table(Isa::kAvxVnni);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    ASSERT_NE(vnni.packed[int(t)].gemm, avx2.packed[int(t)].gemm) << ggml_type_name(t);
+    for (int64_t cols : {256, 768}) {
+      auto w = make_weights(t, 48, cols, 61u + uint32_t(t));
+      if (t == GgmlType::Q8_0) {  // a block of q = -128 (stored code 0x80) and one of +127 in row 0
+        uint8_t* row = w.bytes.data();
+        std::memset(row + 2, 0x80, 32);
+        std::memset(row + 34 + 2, 0x7F, 32);
+      }
+      PackedCase pa, pv;
+      ASSERT_TRUE(pack_for(avx2, w.matrix, &pa));
+      ASSERT_TRUE(pack_for(vnni, w.matrix, &pv));
+      for (int64_t m : {1, 2, 3, 4, 5, 9, 70}) {
+        auto x = make_activations(m, cols, 77u + uint32_t(m));
+        for (int64_t c = 0; c < std::min<int64_t>(cols, 64); ++c) x[size_t(c)] = c % 2 ? 1e3f : -1e3f;  // x = +-127
+        std::vector<float> a(size_t(m) * 48), b(size_t(m) * 48);
+        matmul_with_kernels(avx2, pa.w, x.data(), m, a.data(), nullptr);
+        matmul_with_kernels(vnni, pv.w, x.data(), m, b.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size()))
+            << ggml_type_name(t) << " cols " << cols << " m " << m;
+      }
+    }
+  }
+}
+
 TEST(PackedMatmul, ShapesThatCannotBePacked) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     auto odd_rows = make_weights(GgmlType::Q8_0, 40, 64, 1);  // not a multiple of kPackedRows

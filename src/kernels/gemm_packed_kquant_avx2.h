@@ -1,0 +1,209 @@
+// Internal to gemm_packed_kquant_avx2.cpp and gemm_packed_avxvnni.cpp (internal linkage: each
+// gets its own copy, compiled with its own flags). Repacked k-quant weights (Q4_K, Q5_K, Q6_K)
+// and their GEMMs for the AVX2 and AVX-VNNI tables (KernelTable::packed): the layout of
+// packed_kquant_layout.h (the same bytes as the AVX-512 table's), read as two 8-row halves per
+// group as gemm_packed_legacy_avx2.h reads the legacy quants (see its comment for why and for the
+// maddubs arithmetic).
+//
+// Integer sums, exact: codes are unsigned (Q4_K <= 15, Q5_K <= 31, Q6_K <= 63) against s8
+// activations, so maddubs (u8 x s8 -> int16 pairs) never saturates a single product pair
+// (<= 2 * 63 * 127); pair sums are added in int16 only as far as they provably fit (four for
+// Q4_K/Q5_K, two for Q6_K) before madd widens them to int32. Sub-block (chunk) sums are then
+// scaled by their integer scales in int32 (vpmulld) and the f32 steps follow per super-block in
+// the layout's order, the same for every output whatever the tile. With kVnni (the file compiled
+// with -mavxvnni) each 4-byte product group goes through one vpdpbusd into int32 instead: the
+// same exact sums, bit-identical results.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/packed_avx2_common.h"
+#include "kernels/packed_kquant_layout.h"
+
+namespace kvserve {
+namespace {
+
+// 8 bytes -> 8 int32 lanes, unsigned or signed.
+inline __m256i widen_u8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i widen_s8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Half h of code vector i of a Q4_K/Q5_K sub-block (its 256 nibble bytes at codes, the fifth-bit
+// masks of its 8 vectors at high): elements 4i .. 4i+3 of the half's 8 rows.
+template <typename B>
+inline __m256i q4k_code_vector(const uint8_t* codes, const uint8_t* high, int h, int i) {
+  const __m256i v = nibble_half(codes, h, i);
+  if constexpr (kFifth<B>) return add_fifth_bits(v, high + 8 * i, h);
+  return v;
+}
+
+// Halves h0 .. h0 + H - 1 (rows 8h .. 8h+7 each) of one group of a Q4_K/Q5_K matrix times NC
+// activation rows: y[k * ys + 8 (h - h0) + r] (H = 2 for decode: one pass over the codes).
+template <typename B, int NC, int H, bool kVnni>
+void q4k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, float* y, size_t ys) {
+  constexpr size_t kSuper = kKSuperBytes<B>;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[H][NC];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < ns; ++b) {
+    const uint8_t* sb = w + size_t(b) * kSuper;
+    if (h0 == 0)  // the pass that streams the super-block from memory
+      for (size_t o = 0; o < kSuper; o += 64) prefetch_line(sb + 2 * kSuper + o);
+    const uint8_t* high = sb + kKCodeBytes;
+    const uint8_t* sc = high + kHighBytes<B>;
+    const uint8_t* mins = sc + 128;
+    const uint8_t* dd = mins + 256;
+    for (int hh = 0; hh < H; ++hh) {
+      const int h = h0 + hh;
+      __m256i isum[NC];
+      for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
+      for (int j = 0; j < kSubBlocks; ++j) {
+        __m256i t[NC];
+        if constexpr (kVnni) {
+          for (int k = 0; k < NC; ++k) t[k] = _mm256_setzero_si256();
+          for (int i = 0; i < 8; ++i) {
+            const __m256i v = q4k_code_vector<B>(sb + 256 * size_t(j), high + 64 * j, h, i);
+            for (int k = 0; k < NC; ++k) {
+              const int8_t* xq =
+                  reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j + 4 * i;
+              t[k] = _mm256_dpbusd_avx_epi32(t[k], v, broadcast4(xq));
+            }
+          }
+        } else {
+          for (int i0 = 0; i0 < 8; i0 += 4) {
+            __m256i p[NC];
+            for (int i = i0; i < i0 + 4; ++i) {
+              const __m256i v = q4k_code_vector<B>(sb + 256 * size_t(j), high + 64 * j, h, i);
+              for (int k = 0; k < NC; ++k) {
+                const int8_t* xq =
+                    reinterpret_cast<const int8_t*>(x[k] + size_t(b) * kKActBytes) + kQK * j + 4 * i;
+                const __m256i m = _mm256_maddubs_epi16(v, broadcast4(xq));
+                p[k] = i == i0 ? m : _mm256_add_epi16(p[k], m);
+              }
+            }
+            for (int k = 0; k < NC; ++k) {
+              const __m256i s = _mm256_madd_epi16(p[k], ones);
+              t[k] = i0 == 0 ? s : _mm256_add_epi32(t[k], s);
+            }
+          }
+        }
+        const __m256i scale = widen_u8(sc + 16 * j + 8 * h);
+        for (int k = 0; k < NC; ++k) isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t[k], scale));
+      }
+      const __m256 d = load_f16x8(dd + 16 * h), dmin = load_f16x8(dd + 32 + 16 * h);
+      for (int k = 0; k < NC; ++k) {
+        const uint8_t* a = x[k] + size_t(b) * kKActBytes;
+        __m256i msum = _mm256_setzero_si256();
+        for (int p = 0; p < kSubBlocks / 2; ++p)  // (min 2p, min 2p+1) . (xsum 2p, xsum 2p+1) per row
+          msum = _mm256_add_epi32(
+              msum, _mm256_madd_epi16(load256(mins + 64 * p + 32 * h),
+                                      _mm256_set1_epi32(int32_t(load_u32(a + kQK_K + 4 + 4 * p)))));
+        float dx;
+        std::memcpy(&dx, a + kQK_K, 4);
+        const __m256 vdx = _mm256_set1_ps(dx);
+        acc[hh][k] = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(isum[k]), acc[hh][k]);
+        acc[hh][k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(msum), acc[hh][k]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
+}
+
+// Halves h0 .. h0 + H - 1 of one group of a Q6_K matrix times NC activation rows (as q4k_tile).
+template <int NC, int H, bool kVnni>
+void q6k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, float* y, size_t ys) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  __m256 acc[H][NC];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < ns; ++b) {
+    const uint8_t* nib = w + size_t(b) * kQ6SuperBytes;
+    if (h0 == 0)
+      for (size_t o = 0; o < kQ6SuperBytes; o += 64) prefetch_line(nib + 2 * kQ6SuperBytes + o);
+    const uint8_t* hi = nib + 2048;
+    const uint8_t* sc = hi + 1024;
+    for (int hh = 0; hh < H; ++hh) {
+      const int h = h0 + hh;
+      __m256i isum[NC];
+      for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
+      for (int i = 0; i < kChunks6; ++i) {
+        const __m256i n0 = load256(nib + 128 * i + 32 * h), n1 = load256(nib + 128 * i + 64 + 32 * h);
+        const __m256i hb = load256(hi + 64 * i + 32 * h);
+        // Code vector 4i + j: its nibbles | its two top bits moved to bits 4-5.
+        const __m256i v[4] = {
+            _mm256_or_si256(_mm256_and_si256(n0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4),
+                            _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2)),
+            _mm256_or_si256(_mm256_and_si256(n1, low4), _mm256_and_si256(hb, top2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2))};
+        const __m256i scale = widen_s8(sc + 16 * i + 8 * h);
+        for (int k = 0; k < NC; ++k) {
+          const uint8_t* a = x[k] + size_t(b) * kQ6ActBytes;
+          const int8_t* xq = reinterpret_cast<const int8_t*>(a) + 16 * i;
+          __m256i t = _mm256_set1_epi32(-int32_t(load_u32(a + kQK_K + 4 + 4 * i)));
+          if constexpr (kVnni) {
+            for (int j = 0; j < 4; ++j) t = _mm256_dpbusd_avx_epi32(t, v[j], broadcast4(xq + 4 * j));
+          } else {
+            // Two pair sums fit int16 (<= 2 * 16,002), four would not.
+            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], broadcast4(xq)),
+                                                 _mm256_maddubs_epi16(v[1], broadcast4(xq + 4)));
+            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], broadcast4(xq + 8)),
+                                                 _mm256_maddubs_epi16(v[3], broadcast4(xq + 12)));
+            t = _mm256_add_epi32(
+                t, _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones)));
+          }
+          isum[k] = _mm256_add_epi32(isum[k], _mm256_mullo_epi32(t, scale));
+        }
+      }
+      const __m256 d = load_f16x8(sc + 256 + 16 * h);
+      for (int k = 0; k < NC; ++k) {
+        float dx;
+        std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
+        acc[hh][k] =
+            _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[k]), acc[hh][k]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
+}
+
+template <typename B, bool kVnni>
+void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx,
+              float* y, size_t ys) {
+  for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
+    constexpr int kNC = decltype(width)::value;
+    for_each_group_halves<kNC>(
+        ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+          q4k_tile<B, kNC, decltype(halves)::value, kVnni>(cols / kQK_K, wg, h0, rows, yh, ys);
+        });
+  });
+}
+
+template <bool kVnni>
+void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx,
+              float* y, size_t ys) {
+  for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
+    constexpr int kNC = decltype(width)::value;
+    for_each_group_halves<kNC>(
+        ng, static_cast<const uint8_t*>(w), gb, yk, [&](auto halves, const uint8_t* wg, int h0, float* yh) {
+          q6k_tile<kNC, decltype(halves)::value, kVnni>(cols / kQK_K, wg, h0, rows, yh, ys);
+        });
+  });
+}
+
+}  // namespace
+}  // namespace kvserve
