@@ -7,6 +7,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/paged_attention.h"
@@ -112,6 +113,38 @@ void BM_decode_step_attention(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
+// The same step as states over the whole context: one attention_partial per KV head (multi = 0)
+// or one attention_partial_heads for all of a layer's KV heads (multi = 1: the heads share one
+// walk over the positions, so each slot's rows of every head are read together).
+// args: {context, dtype, multi}
+void BM_decode_step_partials(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  const bool multi = state.range(2) != 0;
+  constexpr int kGroup = 3, kLayers = 30;
+  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kGroup * kKvHeads, kLayers);
+  if (!f) {
+    state.SkipWithError("KV arena allocation failed");
+    return;
+  }
+  const size_t pf = attention_partial_floats(kGroup, kHeadDim);
+  std::vector<float> partials(pf * kKvHeads);
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l) {
+      const PagedKvView view = paged_kv_view(*f->kv, l, f->table);
+      if (multi) {
+        attention_partial_heads(view, 0, ctx, 0, kKvHeads, f->q.data(), kGroup, 0.125f, partials.data());
+      } else {
+        for (int h = 0; h < kKvHeads; ++h)
+          attention_partial(view, 0, ctx, h, f->q.data() + size_t(h) * kGroup * kHeadDim, kGroup, 0.125f,
+                            partials.data() + size_t(h) * pf);
+      }
+    }
+    benchmark::DoNotOptimize(partials.data());
+  }
+  state.SetLabel(std::string(kv_dtype_name(f->kv->layout().k_dtype)) + (multi ? " heads together" : " head by head"));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
+}
+
 BENCHMARK(BM_paged_attention_head)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
@@ -119,6 +152,7 @@ BENCHMARK(BM_paged_attention_group3)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_attention)->ArgsProduct({{128, 2048}, {0, 1, 3, 4}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step_partials)->ArgsProduct({{512, 2048}, {0, 1, 3}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve

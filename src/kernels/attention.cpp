@@ -244,6 +244,16 @@ void attention_pin_isa(Isa isa) {
   g_pinned_isa.store(int(isa), std::memory_order_relaxed);
 }
 
+void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                             const float* q, int group, float scale, float* partials) {
+  if (attention_isa() == Isa::kAvx512 &&
+      detail::attention_partial_heads_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials))
+    return;
+  const size_t q_stride = size_t(group) * size_t(kv.head_dim), pf = attention_partial_floats(group, kv.head_dim);
+  for (int h = 0; h < nheads; ++h)
+    attention_partial(kv, begin, end, kv_head0 + h, q + size_t(h) * q_stride, group, scale, partials + size_t(h) * pf);
+}
+
 void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                        float scale, float* partial) {
   const int hd = kv.head_dim;
@@ -317,6 +327,26 @@ void attention_group_range(const PagedKvView& kv, int64_t begin, int64_t end, in
     attention_merge(group, kv.head_dim, acc, next);
   }
   attention_finish(group, kv.head_dim, acc, out);
+}
+
+void attention_group_range_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                 const float* q, int group, float scale, float* out) {
+  // [2][nheads][pf]: the merged prefixes and the next chunk's states, reused by this thread.
+  thread_local std::vector<float> scratch;
+  const int hd = kv.head_dim;
+  const size_t pf = attention_partial_floats(group, hd), all = pf * size_t(nheads);
+  if (scratch.size() < 2 * all) scratch.resize(2 * all);
+  float* acc = scratch.data();
+  float* next = acc + all;
+  const int64_t chunks = attention_num_chunks(begin, end);
+  attention_partial_heads(kv, begin, attention_chunk_end(begin, end, 0), kv_head0, nheads, q, group, scale, acc);
+  for (int64_t c = 1; c < chunks; ++c) {
+    attention_partial_heads(kv, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), kv_head0, nheads,
+                            q, group, scale, next);
+    for (int h = 0; h < nheads; ++h) attention_merge(group, hd, acc + size_t(h) * pf, next + size_t(h) * pf);
+  }
+  for (int h = 0; h < nheads; ++h)
+    attention_finish(group, hd, acc + size_t(h) * pf, out + size_t(h) * size_t(group) * size_t(hd));
 }
 
 }  // namespace kvserve

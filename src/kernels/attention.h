@@ -66,6 +66,12 @@ inline size_t attention_partial_floats(int group, int head_dim) { return size_t(
 // The state of the positions [begin, end) (begin < end) for the group's queries q[group][head_dim].
 void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                        float scale, float* partial);
+// The states of [begin, end) for KV heads kv_head0 .. kv_head0 + nheads - 1 at once: head h's
+// queries at q + h * group * head_dim, its state at partials + h * attention_partial_floats(group,
+// head_dim). Bit-identical to one attention_partial per head; the heads share one walk over the
+// positions, so each slot's rows (contiguous for all heads) are read from memory together.
+void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                             const float* q, int group, float scale, float* partials);
 // into = the state of both position sets (into's positions come first; merge left to right).
 void attention_merge(int group, int head_dim, float* into, const float* other);
 // out[group][head_dim] = acc / s.
@@ -80,6 +86,12 @@ void attention_group(const PagedKvView& kv, int64_t n, int kv_head, const float*
 // Positions outside are never read, so their blocks may be released (table entries kNoBlock).
 void attention_group_range(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                            int group, float scale, float* out);
+
+// attention_group_range for KV heads kv_head0 .. kv_head0 + nheads - 1 at once (q and out:
+// [nheads][group][head_dim]), chunk by chunk through attention_partial_heads: bit-identical to one
+// attention_group_range per head.
+void attention_group_range_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                 const float* q, int group, float scale, float* out);
 
 // The plain scalar version: one online-softmax pass over [0, n) (reference for tests).
 void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const float* q, int group,

@@ -37,6 +37,7 @@ namespace {
 constexpr int kTile = 16;     // positions per tile: one zmm of scores
 constexpr int kSpan = 64;     // positions per softmax update: kSpan / kTile tiles
 constexpr int kSubGroup = 8;  // query heads per pass (larger groups are split by the caller)
+constexpr int kMaxHeads = 4;  // KV heads per pass (more are split by the caller)
 
 // e^x for 16 floats: the AVX2 path's method (attention.cpp, simd_avx2.h) in 16 lanes: x = n ln2 + r,
 // a degree-7 polynomial for e^r, 2^n in the exponent bits; below the smallest normal (and for
@@ -236,30 +237,40 @@ AccumulateFn accumulate_fn(KvElem t) {
 }
 
 
-// The state of [begin, end) for G <= kSubGroup heads q[G][hd], written into `partial` as heads
-// g0 .. g0 + G of a group of `group` (layout of attention.h).
-void attend_subgroup(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulate, int64_t begin, int64_t end,
-                     int kv_head, const float* q, int G, float scale, int group, int g0, float* partial) {
+// The states of [begin, end) for `nheads` <= kMaxHeads consecutive KV heads from kv_head0, each
+// with G <= kSubGroup query heads: head h's queries at q + h * q_stride ([G][hd]), its state
+// written into partial + h * partial_stride as heads g0 .. g0 + G of a group of `group` (layout
+// of attention.h). Each head's arithmetic is exactly what a call for that head alone does (the
+// heads only share the walk over positions): spans of kSpan positions, every head in turn per
+// span, so a span's blocks are read once for all heads while they sit in L1/L2, and the hints
+// cover whole slots (every head's rows, contiguous in a slot) ahead of the span.
+void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulate, int64_t begin, int64_t end,
+                  int kv_head0, int nheads, const float* q, size_t q_stride, int G, float scale, int group, int g0,
+                  float* partial, size_t partial_stride) {
   const int hd = kv.head_dim;
   const int bs = kv.block_size;
   const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
-  alignas(64) float acc[kSubGroup * kMaxVectorHeadDim];  // [G][hd]
-  alignas(64) float qa[kSubGroup * kMaxVectorHeadDim];   // [G][hd]: q, aligned for tile_scores
-  alignas(64) float p[kSubGroup][kSpan];                 // e^(score - m) of the span
-  alignas(64) __m512 t[kSubGroup][kTile / 2];            // half-reduced dot products (tile_scores)
-  alignas(64) __m512 sc[kSubGroup][kSpan / kTile];       // scaled scores of the span's tiles
-  float m[kSubGroup], cs[kSubGroup];
-  __m512 sum[kSubGroup];  // running sums of e^(score - m), lane-wise
-  std::fill(acc, acc + size_t(G) * hd, 0.0f);
-  std::memcpy(qa, q, size_t(G) * size_t(hd) * sizeof(float));
-  for (int g = 0; g < G; ++g) {
-    m[g] = -std::numeric_limits<float>::infinity();
-    sum[g] = _mm512_setzero_ps();
+  alignas(64) float acc[kMaxHeads][kSubGroup * kMaxVectorHeadDim];  // [head][G][hd]
+  alignas(64) float qa[kMaxHeads][kSubGroup * kMaxVectorHeadDim];   // [head][G][hd]: q, aligned for tile_scores
+  alignas(64) float p[kMaxHeads][kSubGroup][kSpan];                 // e^(score - m) of the span
+  alignas(64) __m512 t[kSubGroup][kTile / 2];                       // half-reduced dot products (tile_scores)
+  alignas(64) __m512 sc[kMaxHeads][kSubGroup][kSpan / kTile];       // scaled scores of the span's tiles
+  float m[kMaxHeads][kSubGroup], cs[kMaxHeads][kSubGroup];
+  __m512 sum[kMaxHeads][kSubGroup];  // running sums of e^(score - m), lane-wise
+  for (int h = 0; h < nheads; ++h) {
+    std::fill(acc[h], acc[h] + size_t(G) * hd, 0.0f);
+    std::memcpy(qa[h], q + size_t(h) * q_stride, size_t(G) * size_t(hd) * sizeof(float));
+    for (int g = 0; g < G; ++g) {
+      m[h][g] = -std::numeric_limits<float>::infinity();
+      sum[h][g] = _mm512_setzero_ps();
+    }
   }
   const __m512 sv = _mm512_set1_ps(scale);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const uint8_t* krow[kSpan];
+  const uint8_t* krow[kSpan];  // kv_head0's rows; head h's are h rows further (a slot is [heads] rows)
   const uint8_t* vrow[kSpan];
+  const uint8_t* kh[kSpan];
+  const uint8_t* vh[kSpan];
   // One softmax update per span of up to kSpan positions (any blocks): the running maximum, its
   // rescale and the exps of a span's tiles are independent of each other, so the latency chain
   // reduce -> max -> exp is paid once per kSpan positions instead of once per tile.
@@ -271,44 +282,54 @@ void attend_subgroup(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumu
       const int slot0 = int(pos % bs);
       const int n = std::min(T - j, bs - slot0);
       for (int r = 0; r < n; ++r) {
-        krow[j + r] = row_ptr(kv.k0, kv, k_row, block, slot0 + r, kv_head);
-        vrow[j + r] = row_ptr(kv.v0, kv, v_row, block, slot0 + r, kv_head);
+        krow[j + r] = row_ptr(kv.k0, kv, k_row, block, slot0 + r, kv_head0);
+        vrow[j + r] = row_ptr(kv.v0, kv, v_row, block, slot0 + r, kv_head0);
       }
       j += n;
     }
     const int tiles = (T + kTile - 1) / kTile;
-    for (int j = T; j < tiles * kTile; ++j) krow[j] = krow[0];  // scored, then masked
-    for (int i = 0; i < tiles; ++i) {
-      prefetch_positions(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head);
-      scores(krow + i * kTile, qa, G, t);
-      const int left = T - i * kTile;
-      const __mmask16 valid = left >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      for (int g = 0; g < G; ++g) sc[g][i] = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(reduce_pairs(t[g]), sv));
-    }
-    for (int g = 0; g < G; ++g) {
-      __m512 mx = sc[g][0];
-      for (int i = 1; i < tiles; ++i) mx = _mm512_max_ps(mx, sc[g][i]);
-      const float m_new = std::max(m[g], _mm512_reduce_max_ps(mx));
-      // 0 on the first span (m = -inf); exactly 1 while the maximum stays.
-      cs[g] = m_new > m[g] ? std::exp(m[g] - m_new) : 1.0f;
-      m[g] = m_new;
-      const __m512 mv = _mm512_set1_ps(m_new);
-      __m512 e = exp512(_mm512_sub_ps(sc[g][0], mv));
-      _mm512_store_ps(p[g], e);
-      sum[g] = _mm512_fmadd_ps(sum[g], _mm512_set1_ps(cs[g]), e);
-      for (int i = 1; i < tiles; ++i) {
-        e = exp512(_mm512_sub_ps(sc[g][i], mv));
-        _mm512_store_ps(p[g] + i * kTile, e);
-        sum[g] = _mm512_add_ps(sum[g], e);
+    for (int h = 0; h < nheads; ++h) {
+      for (int j = 0; j < T; ++j) {
+        kh[j] = krow[j] + size_t(h) * k_row;
+        vh[j] = vrow[j] + size_t(h) * v_row;
       }
+      for (int j = T; j < tiles * kTile; ++j) kh[j] = kh[0];  // scored, then masked
+      for (int i = 0; i < tiles; ++i) {
+        if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
+        scores(kh + i * kTile, qa[h], G, t);
+        const int left = T - i * kTile;
+        const __mmask16 valid = left >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        for (int g = 0; g < G; ++g)
+          sc[h][g][i] = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(reduce_pairs(t[g]), sv));
+      }
+      for (int g = 0; g < G; ++g) {
+        __m512 mx = sc[h][g][0];
+        for (int i = 1; i < tiles; ++i) mx = _mm512_max_ps(mx, sc[h][g][i]);
+        const float m_new = std::max(m[h][g], _mm512_reduce_max_ps(mx));
+        // 0 on the first span (m = -inf); exactly 1 while the maximum stays.
+        cs[h][g] = m_new > m[h][g] ? std::exp(m[h][g] - m_new) : 1.0f;
+        m[h][g] = m_new;
+        const __m512 mv = _mm512_set1_ps(m_new);
+        __m512 e = exp512(_mm512_sub_ps(sc[h][g][0], mv));
+        _mm512_store_ps(p[h][g], e);
+        sum[h][g] = _mm512_fmadd_ps(sum[h][g], _mm512_set1_ps(cs[h][g]), e);
+        for (int i = 1; i < tiles; ++i) {
+          e = exp512(_mm512_sub_ps(sc[h][g][i], mv));
+          _mm512_store_ps(p[h][g] + i * kTile, e);
+          sum[h][g] = _mm512_add_ps(sum[h][g], e);
+        }
+      }
+      accumulate(G, vh, T, p[h], cs[h], hd, acc[h]);
     }
-    accumulate(G, vrow, T, p, cs, hd, acc);
     p0 += T;
   }
-  for (int g = 0; g < G; ++g) {
-    partial[g0 + g] = m[g];
-    partial[group + g0 + g] = _mm512_reduce_add_ps(sum[g]);
-    std::memcpy(partial + 2 * group + size_t(g0 + g) * hd, acc + size_t(g) * hd, size_t(hd) * sizeof(float));
+  for (int h = 0; h < nheads; ++h) {
+    float* out = partial + size_t(h) * partial_stride;
+    for (int g = 0; g < G; ++g) {
+      out[g0 + g] = m[h][g];
+      out[group + g0 + g] = _mm512_reduce_add_ps(sum[h][g]);
+      std::memcpy(out + 2 * group + size_t(g0 + g) * hd, acc[h] + size_t(g) * hd, size_t(hd) * sizeof(float));
+    }
   }
 }
 
@@ -316,6 +337,11 @@ void attend_subgroup(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumu
 
 bool attention_partial_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                               int group, float scale, float* partial) {
+  return attention_partial_heads_avx512(kv, begin, end, kv_head, 1, q, group, scale, partial);
+}
+
+bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                    const float* q, int group, float scale, float* partials) {
   const int hd = kv.head_dim;
   auto quantized = [](KvElem t) { return t == KvElem::Q8_0 || t == KvElem::Q4_0; };
   if (hd % 16 != 0 || hd > kMaxVectorHeadDim) return false;
@@ -323,9 +349,14 @@ bool attention_partial_avx512(const PagedKvView& kv, int64_t begin, int64_t end,
   const ScoresFn scores = scores_fn(kv.k_type, hd);
   const AccumulateFn accumulate = accumulate_fn(kv.v_type);
   if (scores == nullptr || accumulate == nullptr) return false;
-  for (int g0 = 0; g0 < group; g0 += kSubGroup) {
-    const int G = std::min(kSubGroup, group - g0);
-    attend_subgroup(kv, scores, accumulate, begin, end, kv_head, q + size_t(g0) * hd, G, scale, group, g0, partial);
+  const size_t q_stride = size_t(group) * size_t(hd), pf = attention_partial_floats(group, hd);
+  for (int h0 = 0; h0 < nheads; h0 += kMaxHeads) {
+    const int H = std::min(kMaxHeads, nheads - h0);
+    for (int g0 = 0; g0 < group; g0 += kSubGroup) {
+      const int G = std::min(kSubGroup, group - g0);
+      attend_heads(kv, scores, accumulate, begin, end, kv_head0 + h0, H, q + size_t(h0) * q_stride + size_t(g0) * hd,
+                   q_stride, G, scale, group, g0, partials + size_t(h0) * pf, pf);
+    }
   }
   return true;
 }

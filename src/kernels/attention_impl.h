@@ -48,10 +48,31 @@ static inline void prefetch_positions(const PagedKvView& kv, size_t k_row, size_
   }
 }
 
+// Hints whole slots - the rows of KV heads [kv_head0, kv_head0 + nheads), contiguous in a slot -
+// of up to `count` positions from `pos` (clipped to its block and to `end`).
+static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t pos, int count,
+                                  int64_t end, int kv_head0, int nheads) {
+  if (pos >= end) return;
+  const int bs = kv.block_size;
+  const int32_t block = kv.table[size_t(pos / bs)];
+  const int slot0 = int(pos % bs);
+  const int64_t n = std::min<int64_t>({int64_t(count), int64_t(bs - slot0), end - pos});
+  const size_t kb = k_row * size_t(nheads), vb = v_row * size_t(nheads);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* kr = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head0);
+    const uint8_t* vr = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head0);
+    for (size_t o = 0; o < kb; o += 64) prefetch_line(kr + o);
+    for (size_t o = 0; o < vb; o += 64) prefetch_line(vr + o);
+  }
+}
+
 // attention_partial's contract on AVX-512 F/BW/VL. Returns false (and writes nothing) where this
 // path does not handle the shape: head_dim % 16 != 0 or > 128 (two K rows must fit in
 // registers), or a q8_0/q4_0 plane with head_dim % 32 != 0.
 bool attention_partial_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                               int group, float scale, float* partial);
+// attention_partial_heads's contract on AVX-512 (same conditions).
+bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                    const float* q, int group, float scale, float* partials);
 
 }  // namespace kvserve::detail

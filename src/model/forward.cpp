@@ -107,6 +107,9 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
   constexpr int64_t kItemsPerThread = 4;
   attn_few_ = items < int64_t(pool_.num_threads()) * kItemsPerThread;
   attn_units_ = false;
+  attn_heads_ = false;
+  const int64_t min_tasks = 2 * int64_t(pool_.num_threads());
+  attn_token_heads_ = nkv > 1 && int64_t(batch.tokens.size()) >= min_tasks;
   query_groups_.clear();
   if (!attn_few_) {
     int64_t t0 = 0;  // batch index of the sequence chunk's first token
@@ -158,6 +161,16 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
         if (!unit_grouped_[size_t(u)]) unit_single_.push_back(u);
       }
   }
+  // Decode of a few sequences: one task per (token, position chunk) for all KV heads when there
+  // are enough of them (no query groups on this path, so every unit is single).
+  unit_heads_.clear();
+  if (attn_few_ && nkv > 1) {
+    for (int64_t t = 0; t < int64_t(batch.tokens.size()); ++t) {
+      const int64_t i0 = t * nkv;
+      for (int64_t u = unit_first_[size_t(i0)]; u < unit_first_[size_t(i0) + 1]; ++u) unit_heads_.push_back(u);
+    }
+    attn_heads_ = int64_t(unit_heads_.size()) >= min_tasks;
+  }
 }
 
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
@@ -175,6 +188,17 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
     return size_t((i / nkv) * hp.q_dim() + (i % nkv) * group * hp.head_dim);
   };
   auto item_table = [&](int64_t i) { return item_chunk(batch, i).block_table; };
+  if (!attn_units_ && attn_token_heads_) {  // one task per token, every KV head at once
+    pool_.parallel_for(T, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t i0 = t * nkv;
+        const size_t off = item_offset(i0);
+        attention_group_range_heads(paged_kv_view(kv_, layer, item_table(i0)), item_first(batch, i0), item_end(i0), 0,
+                                    int(nkv), &q_[off], group, scale, &attn_[off]);
+      }
+    });
+    return;
+  }
   if (!attn_units_) {
     pool_.parallel_for(items, [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) {
@@ -193,10 +217,25 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   const int64_t units = unit_first_[size_t(items)];
   if (attn_partials_.size() < size_t(units) * pf) attn_partials_.resize(size_t(units) * pf);
   const int64_t num_groups = int64_t(query_groups_.size());
-  pool_.parallel_for(num_groups + int64_t(unit_single_.size()), [&](int64_t begin, int64_t end, int) {
-    // Stacked queries [tokens * group][hd] and their state (layout of attention.h) for one group.
-    thread_local std::vector<float> qs, st;
+  const int64_t singles = int64_t(attn_heads_ ? unit_heads_.size() : unit_single_.size());
+  pool_.parallel_for(num_groups + singles, [&](int64_t begin, int64_t end, int) {
+    // Stacked queries [tokens * group][hd] and their state (layout of attention.h) for one group;
+    // hs: [nkv][pf], one chunk's states of every KV head of a token.
+    thread_local std::vector<float> qs, st, hs;
     for (int64_t w = begin; w < end; ++w) {
+      if (w >= num_groups && attn_heads_) {
+        const int64_t u0 = unit_heads_[size_t(w - num_groups)];
+        const int64_t i0 = std::upper_bound(unit_first_.begin(), unit_first_.end(), u0) - unit_first_.begin() - 1;
+        const int64_t c = u0 - unit_first_[size_t(i0)], first = item_first(batch, i0);
+        hs.resize(size_t(nkv) * pf);
+        attention_partial_heads(paged_kv_view(kv_, layer, item_table(i0)), attention_chunk_begin(first, c),
+                                attention_chunk_end(first, item_end(i0), c), 0, int(nkv), &q_[item_offset(i0)], group,
+                                scale, hs.data());
+        for (int64_t h = 0; h < nkv; ++h)
+          std::memcpy(&attn_partials_[size_t(unit_first_[size_t(i0 + h)] + c) * pf], &hs[size_t(h) * pf],
+                      pf * sizeof(float));
+        continue;
+      }
       if (w < num_groups) {
         const QueryGroup& g = query_groups_[size_t(w)];
         const int64_t R = g.t_end - g.t_begin;

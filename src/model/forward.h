@@ -105,6 +105,13 @@ class ForwardPass {
   std::vector<int64_t> unit_single_;
   bool attn_few_ = false;    // fewer items than 4 per thread
   bool attn_units_ = false;  // the unit path (else one task per item)
+  // Every KV head of a token in one kernel call (attention_partial_heads), so a slot's rows of all
+  // heads are read together, where that leaves at least 2 tasks per thread: attn_heads_ on the
+  // unit path (unit_heads_: the units of KV head 0, each standing for its chunk of every head of
+  // its token), attn_token_heads_ on the one-task-per-item path (one task per token instead).
+  bool attn_heads_ = false;
+  bool attn_token_heads_ = false;
+  std::vector<int64_t> unit_heads_;
 };
 
 }  // namespace kvserve

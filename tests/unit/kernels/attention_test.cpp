@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -185,6 +186,40 @@ TEST_P(PagedAttention, GroupEqualsSingleHeads) {
       attention_group(a.view(), 200, 1, q.data() + h * 64, 1, 0.125f, single.data() + h * 64);
     for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(grouped[i], single[i]) << name(t) << " " << i;
   }
+}
+
+// Several KV heads in one call (attention_partial_heads, attention_group_range_heads) give each
+// head's own result bit for bit: KV head counts past the kernel's 4 per pass, groups past its 8
+// query heads per pass, windows that start and end mid-block, every K/V type.
+TEST_P(PagedAttention, HeadsTogetherEqualHeadByHead) {
+  struct Case {
+    int num_kv_heads, group, head_dim;
+  };
+  for (const Case c : {Case{3, 3, 64}, Case{5, 2, 64}, Case{2, 9, 32}, Case{8, 4, 128}, Case{2, 3, 40}})
+    for (KvElem t : kAll)
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {0, 100}, {37, 300}}) {
+        const KvElem vt = t == KvElem::Q4_0 ? KvElem::F16 : t;
+        const Arena a(16, c.num_kv_heads, c.head_dim, t, vt, end, uint32_t(end + c.group));
+        const size_t qh = size_t(c.group) * size_t(c.head_dim);
+        const auto q = random_q(c.num_kv_heads * c.group, c.head_dim, 17, 2.0f);
+        const size_t pf = attention_partial_floats(c.group, c.head_dim);
+        for (int h0 : {0, 1}) {
+          const int nh = c.num_kv_heads - h0;
+          std::vector<float> together(pf * size_t(nh)), alone(pf);
+          attention_partial_heads(a.view(), begin, end, h0, nh, q.data(), c.group, 0.125f, together.data());
+          std::vector<float> out_together(qh * size_t(nh)), out_alone(qh);
+          attention_group_range_heads(a.view(), begin, end, h0, nh, q.data(), c.group, 0.125f, out_together.data());
+          for (int h = 0; h < nh; ++h) {
+            attention_partial(a.view(), begin, end, h0 + h, q.data() + size_t(h) * qh, c.group, 0.125f, alone.data());
+            ASSERT_EQ(0, std::memcmp(alone.data(), &together[size_t(h) * pf], pf * sizeof(float)))
+                << name(t) << " heads " << c.num_kv_heads << " group " << c.group << " h " << h0 + h;
+            attention_group_range(a.view(), begin, end, h0 + h, q.data() + size_t(h) * qh, c.group, 0.125f,
+                                  out_alone.data());
+            ASSERT_EQ(0, std::memcmp(out_alone.data(), &out_together[size_t(h) * qh], qh * sizeof(float)))
+                << name(t) << " heads " << c.num_kv_heads << " group " << c.group << " h " << h0 + h;
+          }
+        }
+      }
 }
 
 // A sliding window [begin, end): the same as the naive softmax over those positions only, and
