@@ -1,9 +1,11 @@
 // Paged attention kernels (see attention.h).
 //
 // Two vector paths, chosen once per process (attention_isa): AVX-512 (attention_avx512.cpp) where
-// the kernel table is AVX-512's, else the AVX2 one below.
+// the kernel table is AVX-512's, else AVX2 (attention_avx2.cpp: rows dequantized in registers,
+// one softmax update per 64 positions). Shapes those decline (head_dim > 128, or q8_0/q4_0 with
+// head_dim % 32 != 0) take the tile loop below, then the scalar partial (head_dim % 8 != 0).
 //
-// AVX2 path (AVX2 + FMA + F16C, the project baseline): positions are taken in tiles of up to
+// Tile loop (AVX2 + FMA + F16C, the project baseline): positions are taken in tiles of up to
 // kTile consecutive slots of one block. f32 rows are read in place; f16, bf16, q8_0 and q4_0 rows
 // of the tile are first dequantized into kbuf/vbuf ([kTile][head_dim] f32 on the stack, so in L1)
 // and then read as f32 (one code path for every type; the conversion is a small part of the
@@ -249,6 +251,7 @@ void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, 
   if (attention_isa() == Isa::kAvx512 &&
       detail::attention_partial_heads_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials))
     return;
+  if (detail::attention_partial_heads_avx2(kv, begin, end, kv_head0, nheads, q, group, scale, partials)) return;
   const size_t q_stride = size_t(group) * size_t(kv.head_dim), pf = attention_partial_floats(group, kv.head_dim);
   for (int h = 0; h < nheads; ++h)
     attention_partial(kv, begin, end, kv_head0 + h, q + size_t(h) * q_stride, group, scale, partials + size_t(h) * pf);
@@ -260,6 +263,7 @@ void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv
   if (attention_isa() == Isa::kAvx512 &&
       detail::attention_partial_avx512(kv, begin, end, kv_head, q, group, scale, partial))
     return;
+  if (detail::attention_partial_heads_avx2(kv, begin, end, kv_head, 1, q, group, scale, partial)) return;
   if (hd % 8 != 0 || hd > kMaxVectorHeadDim) {
     partial_scalar(kv, begin, end, kv_head, q, group, scale, partial);
     return;

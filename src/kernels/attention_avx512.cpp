@@ -215,25 +215,11 @@ ScoresFn scores_for(int hd) {
 }
 
 ScoresFn scores_fn(KvElem t, int hd) {
-  switch (t) {
-    case KvElem::F32: return scores_for<KvElem::F32>(hd);
-    case KvElem::F16: return scores_for<KvElem::F16>(hd);
-    case KvElem::BF16: return scores_for<KvElem::BF16>(hd);
-    case KvElem::Q8_0: return scores_for<KvElem::Q8_0>(hd);
-    case KvElem::Q4_0: return scores_for<KvElem::Q4_0>(hd);
-  }
-  return nullptr;
+  return with_kv_elem(t, [hd](auto kt) { return scores_for<decltype(kt)::value>(hd); });
 }
 
 AccumulateFn accumulate_fn(KvElem t) {
-  switch (t) {
-    case KvElem::F32: return accumulate_any<KvElem::F32>;
-    case KvElem::F16: return accumulate_any<KvElem::F16>;
-    case KvElem::BF16: return accumulate_any<KvElem::BF16>;
-    case KvElem::Q8_0: return accumulate_any<KvElem::Q8_0>;
-    case KvElem::Q4_0: return accumulate_any<KvElem::Q4_0>;
-  }
-  return nullptr;
+  return with_kv_elem(t, [](auto vt) -> AccumulateFn { return accumulate_any<decltype(vt)::value>; });
 }
 
 
@@ -248,7 +234,6 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
                   int kv_head0, int nheads, const float* q, size_t q_stride, int G, float scale, int group, int g0,
                   float* partial, size_t partial_stride) {
   const int hd = kv.head_dim;
-  const int bs = kv.block_size;
   const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
   alignas(64) float acc[kMaxHeads][kSubGroup * kMaxVectorHeadDim];  // [head][G][hd]
   alignas(64) float qa[kMaxHeads][kSubGroup * kMaxVectorHeadDim];   // [head][G][hd]: q, aligned for tile_scores
@@ -276,24 +261,10 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   // reduce -> max -> exp is paid once per kSpan positions instead of once per tile.
   for (int64_t p0 = begin; p0 < end;) {
     const int T = int(std::min<int64_t>(int64_t(kSpan), end - p0));
-    for (int j = 0; j < T;) {  // row pointers, a block run at a time
-      const int64_t pos = p0 + j;
-      const int32_t block = kv.table[size_t(pos / bs)];
-      const int slot0 = int(pos % bs);
-      const int n = std::min(T - j, bs - slot0);
-      for (int r = 0; r < n; ++r) {
-        krow[j + r] = row_ptr(kv.k0, kv, k_row, block, slot0 + r, kv_head0);
-        vrow[j + r] = row_ptr(kv.v0, kv, v_row, block, slot0 + r, kv_head0);
-      }
-      j += n;
-    }
+    span_rows(kv, k_row, v_row, p0, T, kv_head0, krow, vrow);
     const int tiles = (T + kTile - 1) / kTile;
     for (int h = 0; h < nheads; ++h) {
-      for (int j = 0; j < T; ++j) {
-        kh[j] = krow[j] + size_t(h) * k_row;
-        vh[j] = vrow[j] + size_t(h) * v_row;
-      }
-      for (int j = T; j < tiles * kTile; ++j) kh[j] = kh[0];  // scored, then masked
+      head_rows(krow, vrow, T, tiles * kTile, h, k_row, v_row, kh, vh);
       for (int i = 0; i < tiles; ++i) {
         if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
         scores(kh + i * kTile, qa[h], G, t);
@@ -349,15 +320,11 @@ bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_
   const ScoresFn scores = scores_fn(kv.k_type, hd);
   const AccumulateFn accumulate = accumulate_fn(kv.v_type);
   if (scores == nullptr || accumulate == nullptr) return false;
-  const size_t q_stride = size_t(group) * size_t(hd), pf = attention_partial_floats(group, hd);
-  for (int h0 = 0; h0 < nheads; h0 += kMaxHeads) {
-    const int H = std::min(kMaxHeads, nheads - h0);
-    for (int g0 = 0; g0 < group; g0 += kSubGroup) {
-      const int G = std::min(kSubGroup, group - g0);
-      attend_heads(kv, scores, accumulate, begin, end, kv_head0 + h0, H, q + size_t(h0) * q_stride + size_t(g0) * hd,
-                   q_stride, G, scale, group, g0, partials + size_t(h0) * pf, pf);
-    }
-  }
+  split_heads(nheads, group, hd, kMaxHeads, kSubGroup, q, partials,
+              [&](int h0, int H, const float* qh, size_t q_stride, int G, int g0, float* ph, size_t pf) {
+                attend_heads(kv, scores, accumulate, begin, end, kv_head0 + h0, H, qh, q_stride, G, scale, group, g0,
+                             ph, pf);
+              });
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention.h"
 
@@ -66,11 +67,73 @@ static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_
   }
 }
 
+// Row pointers of KV head kv_head0 for the T positions from p0 (any blocks; a block run at a
+// time): krow[j], vrow[j] for position p0 + j.
+static inline void span_rows(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t p0, int T, int kv_head0,
+                             const uint8_t** krow, const uint8_t** vrow) {
+  const int bs = kv.block_size;
+  for (int j = 0; j < T;) {
+    const int64_t pos = p0 + j;
+    const int32_t block = kv.table[size_t(pos / bs)];
+    const int slot0 = int(pos % bs);
+    const int n = std::min(T - j, bs - slot0);
+    for (int r = 0; r < n; ++r) {
+      krow[j + r] = row_ptr(kv.k0, kv, k_row, block, slot0 + r, kv_head0);
+      vrow[j + r] = row_ptr(kv.v0, kv, v_row, block, slot0 + r, kv_head0);
+    }
+    j += n;
+  }
+}
+
+// The rows of the h-th head after kv_head0 (h rows further in each slot) from span_rows' output;
+// K rows past T up to `padded` repeat the first (scored, then masked by the caller).
+static inline void head_rows(const uint8_t* const* krow, const uint8_t* const* vrow, int T, int padded, int h,
+                             size_t k_row, size_t v_row, const uint8_t** kh, const uint8_t** vh) {
+  for (int j = 0; j < T; ++j) {
+    kh[j] = krow[j] + size_t(h) * k_row;
+    vh[j] = vrow[j] + size_t(h) * v_row;
+  }
+  for (int j = T; j < padded; ++j) kh[j] = kh[0];
+}
+
+// pick(std::integral_constant<KvElem, t>{}): a kernel template's instance for a run-time type.
+template <typename Pick>
+static inline auto with_kv_elem(KvElem t, Pick&& pick) {
+  switch (t) {
+    case KvElem::F16: return pick(std::integral_constant<KvElem, KvElem::F16>{});
+    case KvElem::BF16: return pick(std::integral_constant<KvElem, KvElem::BF16>{});
+    case KvElem::Q8_0: return pick(std::integral_constant<KvElem, KvElem::Q8_0>{});
+    case KvElem::Q4_0: return pick(std::integral_constant<KvElem, KvElem::Q4_0>{});
+    case KvElem::F32: break;
+  }
+  return pick(std::integral_constant<KvElem, KvElem::F32>{});
+}
+
+// attention_partial_heads cut into the passes a kernel takes: at most max_heads KV heads and
+// sub_group query heads per attend(h0, H, q, q_stride, G, g0, partial, partial_stride) call (the
+// layout of attention_partial_heads: head h's queries group * hd floats apart, states pf apart).
+template <typename Attend>
+static inline void split_heads(int nheads, int group, int hd, int max_heads, int sub_group, const float* q,
+                               float* partials, Attend&& attend) {
+  const size_t q_stride = size_t(group) * size_t(hd), pf = attention_partial_floats(group, hd);
+  for (int h0 = 0; h0 < nheads; h0 += max_heads) {
+    const int H = std::min(max_heads, nheads - h0);
+    for (int g0 = 0; g0 < group; g0 += sub_group)
+      attend(h0, H, q + size_t(h0) * q_stride + size_t(g0) * hd, q_stride, std::min(sub_group, group - g0), g0,
+             partials + size_t(h0) * pf, pf);
+  }
+}
+
 // attention_partial's contract on AVX-512 F/BW/VL. Returns false (and writes nothing) where this
 // path does not handle the shape: head_dim % 16 != 0 or > 128 (two K rows must fit in
 // registers), or a q8_0/q4_0 plane with head_dim % 32 != 0.
 bool attention_partial_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                               int group, float scale, float* partial);
+// attention_partial_heads's contract on AVX2 + FMA + F16C (attention_avx2.cpp). Returns false
+// (and writes nothing) for head_dim % 8 != 0 or > 128, or a q8_0/q4_0 plane with
+// head_dim % 32 != 0.
+bool attention_partial_heads_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                  const float* q, int group, float scale, float* partials);
 // attention_partial_heads's contract on AVX-512 (same conditions).
 bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                                     const float* q, int group, float scale, float* partials);
