@@ -103,7 +103,7 @@ std::vector<LayerMatrix> smollm_layer(int encoding) {
           {main, 1536, 576}, {main, 1536, 576}, {down, 576, 1536}};
 }
 
-// args: {encoding, m, isa}
+// args: {encoding, m, isa} (isa: the Isa enum value, 1 avx2, 2 avxvnni, 3 avx512)
 void BM_smollm_layer(benchmark::State& state) {
   const int encoding = int(state.range(0));
   const int64_t m = state.range(1);
