@@ -58,6 +58,44 @@ TEST(ThreadPool, RangesAreNonEmptyDisjointAndFew) {
   }
 }
 
+TEST(ThreadPool, ClaimsTakeAtLeastTheGrain) {
+  // A claim shorter than the grain takes all that is left of its segment, so each segment ends
+  // in at most one such call.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t grain : {4, 7}) {
+      std::mutex mu;
+      std::vector<int64_t> lengths;
+      int64_t total = 0;
+      pool.parallel_for(
+          301,
+          [&](int64_t b, int64_t e, int) {
+            std::lock_guard<std::mutex> lock(mu);
+            lengths.push_back(e - b);
+            total += e - b;
+          },
+          grain);
+      EXPECT_EQ(total, 301);
+      EXPECT_LE(std::count_if(lengths.begin(), lengths.end(), [&](int64_t l) { return l < grain; }), threads)
+          << "threads " << threads << " grain " << grain;
+    }
+  }
+}
+
+TEST(ThreadPool, RangesBeyond32BitIndicesAreCutIntoRounds) {
+  // Segment bounds are 32-bit: a larger n runs as rounds of at most 2^31 indices, shifted back.
+  ThreadPool pool(2);
+  const int64_t n = (int64_t(1) << 32) + 12345;
+  const std::vector<Call> calls = record_calls(pool, n);
+  int64_t at = 0;
+  for (const Call& c : calls) {
+    ASSERT_EQ(c.begin, at);
+    ASSERT_LT(c.begin, c.end);
+    at = c.end;
+  }
+  EXPECT_EQ(at, n);
+}
+
 TEST(ThreadPool, SlowThreadsShareIsTakenOver) {
   // Workers sleep in every call; the caller (thread 0) is fast, so once its own segment is done it
   // steals half of what is left of theirs, again and again: it ends up with its own share plus at
