@@ -94,21 +94,32 @@ inline void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols
 
 inline size_t q4k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kKActBytes); }
 
-inline void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
-                          size_t dst_stride) {
+// Rearranges m q8_K activation rows: per super-block, block_bytes bytes starting with its 256
+// codes and its f32 scale d; tail(src_block, dst) writes the format's correction terms after them.
+template <typename Tail>
+inline void kquant_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst, size_t dst_stride,
+                             size_t block_bytes, Tail&& tail) {
   const int64_t ns = cols / kQK_K;
-  for_each_act_row<BlockQ8_K>(x, x_stride, m, dst, dst_stride, size_t(ns) * kKActBytes,
+  for_each_act_row<BlockQ8_K>(x, x_stride, m, dst, dst_stride, size_t(ns) * block_bytes,
                               [&](const BlockQ8_K* src, uint8_t* row) {
                                 for (int64_t b = 0; b < ns; ++b) {
-                                  uint8_t* o = row + size_t(b) * kKActBytes;
+                                  uint8_t* o = row + size_t(b) * block_bytes;
                                   std::memcpy(o, src[b].qs, kQK_K);
                                   std::memcpy(o + kQK_K, &src[b].d, 4);
-                                  int16_t pairs[8];
-                                  for (int j = 0; j < kSubBlocks; ++j)
-                                    pairs[j] = int16_t(src[b].bsums[2 * j] + src[b].bsums[2 * j + 1]);
-                                  std::memcpy(o + kQK_K + 4, pairs, 16);
+                                  tail(src[b], o + kQK_K + 4);
                                 }
                               });
+}
+
+// Q4_K/Q5_K's tail: the 8 sub-block sums of the activation codes (pairs of q8_K's 16-element
+// bsums), int16, for the mins term.
+inline void q4k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
+                          size_t dst_stride) {
+  kquant_pack_acts(x, x_stride, m, cols, dst, dst_stride, kKActBytes, [](const BlockQ8_K& src, uint8_t* o) {
+    int16_t pairs[8];
+    for (int j = 0; j < kSubBlocks; ++j) pairs[j] = int16_t(src.bsums[2 * j] + src.bsums[2 * j + 1]);
+    std::memcpy(o, pairs, 16);
+  });
 }
 
 // ---- Q6_K ----
@@ -161,20 +172,15 @@ inline void q6k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols
 
 inline size_t q6k_act_bytes(int64_t cols) { return round64(size_t(cols / kQK_K) * kQ6ActBytes); }
 
+// Q6_K's tail: per 16-element chunk, 32 x the sum of its activation codes (int32), which undoes
+// the weight codes' offset of 32.
 inline void q6k_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t cols, void* dst,
                           size_t dst_stride) {
-  const int64_t ns = cols / kQK_K;
-  for_each_act_row<BlockQ8_K>(x, x_stride, m, dst, dst_stride, size_t(ns) * kQ6ActBytes,
-                              [&](const BlockQ8_K* src, uint8_t* row) {
-                                for (int64_t b = 0; b < ns; ++b) {
-                                  uint8_t* o = row + size_t(b) * kQ6ActBytes;
-                                  std::memcpy(o, src[b].qs, kQK_K);
-                                  std::memcpy(o + kQK_K, &src[b].d, 4);
-                                  int32_t corr[kChunks6];
-                                  for (int i = 0; i < kChunks6; ++i) corr[i] = 32 * int32_t(src[b].bsums[i]);
-                                  std::memcpy(o + kQK_K + 4, corr, sizeof corr);
-                                }
-                              });
+  kquant_pack_acts(x, x_stride, m, cols, dst, dst_stride, kQ6ActBytes, [](const BlockQ8_K& src, uint8_t* o) {
+    int32_t corr[kChunks6];
+    for (int i = 0; i < kChunks6; ++i) corr[i] = 32 * int32_t(src.bsums[i]);
+    std::memcpy(o, corr, sizeof corr);
+  });
 }
 
 // The table entries of the k-quants with their GEMMs.
