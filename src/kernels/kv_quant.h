@@ -19,7 +19,11 @@ constexpr int kKvGroup = 32;  // values per quantization group
 // Exact bytes of a row of n values (must equal kvcache's kv_dtype_row_bytes).
 size_t kv_row_bytes(KvElem type, int64_t n);
 
-// dst[kv_row_bytes(type, n)] = x[0..n) in `type` (scales computed per group).
+// dst[kv_row_bytes(type, n)] = x[0..n) in `type` (scales computed per group). Scalar reference,
+// any n.
+void kv_quantize_row_scalar(KvElem type, const float* x, int n, uint8_t* dst);
+// The same with AVX2 where the type and n allow it (q8_0/q4_0: n % 32 == 0; f16: n % 8 == 0),
+// else the scalar version; the bytes are identical to the scalar reference's.
 void kv_quantize_row(KvElem type, const float* x, int n, uint8_t* dst);
 
 // y[0..n) = the values of a stored row. Scalar reference, any n.

@@ -1,6 +1,7 @@
 // KV row quantization: exact row sizes, round trips per type within each format's error bound,
 // full groups byte-identical to the GGUF blocks (tensor/ quantizers), short last groups (head
-// dims not a multiple of 32, such as stories260K's 8), and AVX2 dequantization equal to scalar.
+// dims not a multiple of 32, such as stories260K's 8), and AVX2 quantization and dequantization equal to
+// scalar, byte for byte (rounding ties and extreme values included).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -115,6 +116,39 @@ TEST(KvQuant, VectorDequantizeEqualsScalar) {
       kv_dequantize_row(t, row.data(), n, a.data());
       kv_dequantize_row_scalar(t, row.data(), n, b.data());
       ASSERT_EQ(a, b) << "n " << n << " type " << int(t);
+    }
+  }
+}
+
+// The AVX2 quantizers write the scalar reference's bytes: random rows of several scales, rows
+// built so that x / d lands exactly on .5 (q8_0's ties round away from zero; q4_0's x / d + 8.5
+// lands on integers), all-zero rows, a row whose largest magnitude appears twice with both signs
+// (q4_0 keeps the first), and widths that leave a short last group (scalar tail).
+TEST(KvQuant, VectorQuantizeEqualsScalar) {
+  std::vector<std::vector<float>> rows;
+  for (int n : {8, 16, 32, 64, 96, 128, 256, 12, 40})
+    for (float sd : {1e-3f, 1.0f, 300.0f}) rows.push_back(randn(n, uint32_t(7 * n + int(sd)), sd));
+  std::vector<float> ties(64);
+  for (int i = 0; i < 64; ++i) ties[size_t(i)] = float(i % 32 - 16) + 0.5f;  // q8_0: d = 1 (127 below)
+  ties[5] = 127.0f;
+  ties[40] = -127.0f;
+  rows.push_back(ties);
+  std::vector<float> ties4(32);
+  for (int i = 0; i < 32; ++i) ties4[size_t(i)] = float(i % 16 - 8) + 0.5f;  // q4_0: d = 1 (-8 below)
+  ties4[3] = -8.0f;
+  rows.push_back(ties4);
+  rows.push_back(std::vector<float>(64, 0.0f));
+  std::vector<float> twin = randn(32, 5);
+  twin[2] = 9.0f;
+  twin[20] = -9.0f;
+  rows.push_back(twin);
+  for (const auto& x : rows) {
+    const int n = int(x.size());
+    for (KvElem t : {KvElem::F32, KvElem::F16, KvElem::BF16, KvElem::Q8_0, KvElem::Q4_0}) {
+      std::vector<uint8_t> vec(kv_row_bytes(t, n)), ref(vec.size());
+      kv_quantize_row(t, x.data(), n, vec.data());
+      kv_quantize_row_scalar(t, x.data(), n, ref.data());
+      ASSERT_EQ(vec, ref) << "n " << n << " type " << int(t) << " x[0] " << x[0];
     }
   }
 }
