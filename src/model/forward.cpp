@@ -62,17 +62,33 @@ void ForwardPass::ensure_workspace(int64_t T, int64_t num_out) {
 // Writes the batch's K/V rows of `layer` into their slots: position p of a chunk lives in
 // block table[p / block_size] at offset p % block_size.
 void ForwardPass::store_kv(const ForwardBatch& batch, int layer) {
-  const ModelHparams& hp = model_.hparams();
+  for (int64_t t = 0; t < int64_t(batch.tokens.size()); ++t) store_token_kv(batch, layer, t);
+}
+
+void ForwardPass::store_token_kv(const ForwardBatch& batch, int layer, int64_t t) {
   const int bs = kv_.layout().block_size;
-  const size_t row_elems = size_t(hp.kv_dim());
-  const int64_t T = int64_t(batch.tokens.size());
-  for (int64_t t = 0; t < T; ++t) {
-    const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
-    int64_t pos = token_pos_[size_t(t)];
-    int32_t block = c.block_table[size_t(pos / bs)];
-    int off = int(pos % bs);
-    store_kv_row(kv_, block, layer, off, &k_[size_t(t) * row_elems], &v_[size_t(t) * row_elems]);
+  const size_t row_elems = size_t(model_.hparams().kv_dim());
+  const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
+  const int64_t pos = token_pos_[size_t(t)];
+  store_kv_row(kv_, c.block_table[size_t(pos / bs)], layer, int(pos % bs), &k_[size_t(t) * row_elems],
+               &v_[size_t(t) * row_elems]);
+}
+
+void ForwardPass::prepare_token(int64_t t, const LayerWeights& L) {
+  const ModelHparams& hp = model_.hparams();
+  const int64_t half = hp.rope_dim / 2;
+  float* q = &q_[size_t(t * hp.q_dim())];
+  float* k = &k_[size_t(t * hp.kv_dim())];
+  float* v = &v_[size_t(t * hp.kv_dim())];
+  if (!L.bq.empty()) {
+    add(q, L.bq.data(), hp.q_dim(), q);
+    add(k, L.bk.data(), hp.kv_dim(), k);
+    add(v, L.bv.data(), hp.kv_dim(), v);
   }
+  const float* cs = &rope_cos_[size_t(t * half)];
+  const float* sn = &rope_sin_[size_t(t * half)];
+  apply_rope_cos_sin(q, hp.n_head, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
+  apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
 }
 
 int64_t ForwardPass::item_end(int64_t i) const {
@@ -110,6 +126,7 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
   attn_heads_ = false;
   const int64_t min_tasks = 2 * int64_t(pool_.num_threads());
   attn_token_heads_ = nkv > 1 && int64_t(batch.tokens.size()) >= min_tasks;
+  attn_prepares_tokens_ = false;
   query_groups_.clear();
   if (!attn_few_) {
     int64_t t0 = 0;  // batch index of the sequence chunk's first token
@@ -129,7 +146,11 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
     }
     // Batched decode: one task per item keeps a sequence's heads on one thread (its K/V lines
     // stay in L2 between heads); position units measured no faster there.
-    if (query_groups_.empty()) return;
+    if (query_groups_.empty()) {
+      attn_prepares_tokens_ = attn_token_heads_ && std::all_of(batch.chunks.begin(), batch.chunks.end(),
+                                                               [](const SeqChunk& c) { return c.num_tokens == 1; });
+      return;
+    }
   }
   int64_t units = 0;
   unit_first_.resize(size_t(items) + 1);
@@ -173,7 +194,7 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
   }
 }
 
-void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
+void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const LayerWeights& L) {
   const ModelHparams& hp = model_.hparams();
   const int64_t T = int64_t(batch.tokens.size());
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
@@ -191,6 +212,10 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer) {
   if (!attn_units_ && attn_token_heads_) {  // one task per token, every KV head at once
     pool_.parallel_for(T, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) {
+        if (attn_prepares_tokens_) {
+          prepare_token(t, L);
+          store_token_kv(batch, layer, t);
+        }
         const int64_t i0 = t * nkv;
         const size_t off = item_offset(i0);
         attention_group_range_heads(paged_kv_view(kv_, layer, item_table(i0)), item_first(batch, i0), item_end(i0), 0,
@@ -331,24 +356,13 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       float* const outs[3] = {q_.data(), k_.data(), v_.data()};
       matmul_multi(qkv, 3, h, T, outs, &pool_);
     }
-    for_tokens(T, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        float* q = &q_[size_t(t * hp.q_dim())];
-        float* k = &k_[size_t(t * hp.kv_dim())];
-        float* v = &v_[size_t(t * hp.kv_dim())];
-        if (!L.bq.empty()) {
-          add(q, L.bq.data(), hp.q_dim(), q);
-          add(k, L.bk.data(), hp.kv_dim(), k);
-          add(v, L.bv.data(), hp.kv_dim(), v);
-        }
-        const float* cs = &rope_cos_[size_t(t * half)];
-        const float* sn = &rope_sin_[size_t(t * half)];
-        apply_rope_cos_sin(q, hp.n_head, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
-        apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
-      }
-    });
-    store_kv(batch, l);
-    attention_layer(batch, l);
+    if (!attn_prepares_tokens_) {
+      for_tokens(T, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) prepare_token(t, L);
+      });
+      store_kv(batch, l);
+    }
+    attention_layer(batch, l, L);
     matmul(L.wo, attn_.data(), T, h, &pool_);
 
     // --- feed-forward sub-layer (SwiGLU), after the attention residual ---

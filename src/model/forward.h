@@ -60,13 +60,16 @@ class ForwardPass {
   }
   // How attention_layer splits this batch's work (the same for every layer).
   void plan_attention(const ForwardBatch& batch);
-  void attention_layer(const ForwardBatch& batch, int layer);
+  void attention_layer(const ForwardBatch& batch, int layer, const LayerWeights& L);
+  // Token t's projections made ready for attention: q/k/v biases, RoPE on q and k.
+  void prepare_token(int64_t t, const LayerWeights& L);
   // Work item i = (token i / n_head_kv, KV head i % n_head_kv): its chunk, the end and the
   // first position of what it attends to.
   const SeqChunk& item_chunk(const ForwardBatch& batch, int64_t i) const;
   int64_t item_end(int64_t i) const;
   int64_t item_first(const ForwardBatch& batch, int64_t i) const;
   void store_kv(const ForwardBatch& batch, int layer);
+  void store_token_kv(const ForwardBatch& batch, int layer, int64_t t);
 
   const Model& model_;
   KvStorage& kv_;
@@ -111,6 +114,11 @@ class ForwardPass {
   // its token), attn_token_heads_ on the one-task-per-item path (one task per token instead).
   bool attn_heads_ = false;
   bool attn_token_heads_ = false;
+  // Decode batch on the one-task-per-token path (every chunk a single token, so a token's
+  // attention reads no other token's new K/V row): each token's task also applies its biases and
+  // RoPE and stores its K/V row, instead of the engine thread doing all of them in turn first
+  // (at batch 8 that serial part was ~10% of a step, the other threads idling).
+  bool attn_prepares_tokens_ = false;
   std::vector<int64_t> unit_heads_;
 };
 
