@@ -103,11 +103,14 @@ std::vector<LayerMatrix> smollm_layer(int encoding) {
           {main, 1536, 576}, {main, 1536, 576}, {down, 576, 1536}};
 }
 
-// args: {encoding, m, isa} (isa: the Isa enum value, 1 avx2, 2 avxvnni, 3 avx512)
+// args: {encoding, m, isa, packed} (isa: the Isa enum value, 1 avx2, 2 avxvnni, 3 avx512; packed 1:
+// each matrix repacked for that table as the model loader does, so the packed GEMMs run, else the
+// file-layout kernels)
 void BM_smollm_layer(benchmark::State& state) {
   const int encoding = int(state.range(0));
   const int64_t m = state.range(1);
   const Isa isa = Isa(state.range(2));
+  const bool packed = state.range(3) != 0;
   if (!isa_supported(isa)) {
     state.SkipWithError("CPU lacks this instruction set");
     return;
@@ -132,18 +135,28 @@ void BM_smollm_layer(benchmark::State& state) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto& v : x) v = u(rng);
   const KernelTable& k = kernel_table(isa);
+  std::vector<std::vector<uint8_t>> packed_storage;  // 64 bytes of slack for alignment
+  for (auto& w : mats) {
+    const size_t bytes = packed ? packed_weight_bytes(k, w) : 0;
+    if (bytes == 0) continue;
+    packed_storage.emplace_back(bytes + 64);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(packed_storage.back().data());
+    pack_weight(k, &w, reinterpret_cast<void*>((a + 63) & ~uintptr_t(63)));
+  }
   for (auto _ : state) {
     for (const auto& w : mats) matmul_with_kernels(k, w, x.data(), m, y.data(), &pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(k.name) + (encoding == 0 ? " q8_0" : " q4_k_m"));
+  state.SetLabel(std::string(k.name) + (encoding == 0 ? " q8_0" : " q4_k_m") +
+                 (packed ? " packed (" + std::to_string(packed_storage.size()) + " of 7)" : ""));
   state.counters["tok/s"] = benchmark::Counter(double(m) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void layer_args(benchmark::internal::Benchmark* b) {
   for (int encoding : {0, 1})
     for (int64_t m : {1, 8, 512})
-      for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) b->Args({encoding, m, int64_t(isa)});
+      for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+        for (int packed : {0, 1}) b->Args({encoding, m, int64_t(isa), packed});
 }
 
 BENCHMARK(BM_smollm_layer)->Apply(layer_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
