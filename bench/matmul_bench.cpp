@@ -49,10 +49,12 @@ Weights make_weights(GgmlType t, int64_t cols) {
   return out;
 }
 
-// args: {ggml type id, m}
+// args: {ggml type id, m, packed} (packed 1: the matrix repacked for the dispatched table as the
+// loader does, where that table has a packed layout for the type)
 void BM_matmul(benchmark::State& state) {
   const auto t = GgmlType(state.range(0));
   const int64_t m = state.range(1);
+  const bool packed = state.range(2) != 0;
   // k-quants need whole 256-element super-blocks.
   const int64_t cols = ggml_block_size(t) == 256 ? 1280 : kCols;
   Weights w = make_weights(t, cols);
@@ -60,11 +62,18 @@ void BM_matmul(benchmark::State& state) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
+  std::vector<uint8_t> packed_bytes;
+  const KernelTable& k = active_kernels();  // the table matmul() dispatches to
+  if (packed && packed_weight_bytes(k, w.w) > 0) {
+    packed_bytes.resize(packed_weight_bytes(k, w.w) + 64);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(packed_bytes.data());
+    pack_weight(k, &w.w, reinterpret_cast<void*>((a + 63) & ~uintptr_t(63)));
+  }
   for (auto _ : state) {
     matmul(w.w, x.data(), m, y.data(), &pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(ggml_type_name(t));
+  state.SetLabel(std::string(ggml_type_name(t)) + (packed_bytes.empty() ? "" : " packed"));
   // Bytes of weights read per call: the decode figure of merit (compare with the machine's GB/s).
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.bytes.size()));
   state.counters["flops"] = benchmark::Counter(double(2 * m * kRows * cols) * double(state.iterations()),
@@ -74,7 +83,8 @@ void BM_matmul(benchmark::State& state) {
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                      GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
-    for (int64_t m : {1, 64}) b->Args({int64_t(t), m});
+    for (int64_t m : {1, 64})
+      for (int packed : {0, 1}) b->Args({int64_t(t), m, packed});
 }
 
 BENCHMARK(BM_matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
