@@ -91,6 +91,29 @@ void ForwardPass::prepare_token(int64_t t, const LayerWeights& L) {
   apply_rope_cos_sin(k, hp.n_head_kv, hp.head_dim, hp.rope_dim, cs, sn, hp.rope_neox);
 }
 
+// True when every chunk is a single token whose K/V block no other chunk writes or reads: then a
+// token's attention reads no other token's new row, whatever order the tokens are stored in. The
+// scheduler's decode batches are like that (one token per sequence; a block being written is never
+// shared), but the forward pass does not rely on it: two tokens of one sequence in one batch, or
+// chunks sharing a written block, take the store-everything-first path.
+bool ForwardPass::tokens_read_no_new_rows_of_others(const ForwardBatch& batch) const {
+  const int bs = kv_.layout().block_size;
+  written_blocks_.clear();
+  for (const SeqChunk& c : batch.chunks) {
+    if (c.num_tokens != 1) return false;
+    written_blocks_.push_back(c.block_table[size_t(c.start_pos / bs)]);
+  }
+  std::sort(written_blocks_.begin(), written_blocks_.end());
+  if (std::adjacent_find(written_blocks_.begin(), written_blocks_.end()) != written_blocks_.end()) return false;
+  for (const SeqChunk& c : batch.chunks) {
+    const int64_t own = c.start_pos / bs;
+    const int64_t first = c.window > 0 ? std::max<int64_t>(0, c.start_pos + 1 - c.window) / bs : 0;
+    for (int64_t b = first; b < own; ++b)  // earlier blocks read: none may be written by another token
+      if (std::binary_search(written_blocks_.begin(), written_blocks_.end(), c.block_table[size_t(b)])) return false;
+  }
+  return true;
+}
+
 int64_t ForwardPass::item_end(int64_t i) const {
   return token_pos_[size_t(i / model_.hparams().n_head_kv)] + 1;
 }
@@ -147,8 +170,7 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
     // Batched decode: one task per item keeps a sequence's heads on one thread (its K/V lines
     // stay in L2 between heads); position units measured no faster there.
     if (query_groups_.empty()) {
-      attn_prepares_tokens_ = attn_token_heads_ && std::all_of(batch.chunks.begin(), batch.chunks.end(),
-                                                               [](const SeqChunk& c) { return c.num_tokens == 1; });
+      attn_prepares_tokens_ = attn_token_heads_ && tokens_read_no_new_rows_of_others(batch);
       return;
     }
   }

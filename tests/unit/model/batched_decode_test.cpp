@@ -104,6 +104,53 @@ void check_model(const std::string& path, KvDType dtype) {
     }
 }
 
+// Two tokens of one sequence in one batch (positions p and p + 1, in the same block and across a
+// block boundary) with six other sequences: the second token must see the first one's K/V, as if
+// the tokens had been decoded one after the other (the forward pass stores every row before any
+// attention reads here, rather than per token task).
+TEST(BatchedDecode, TwoTokensOfOneSequenceSeeEachOther) {
+  auto m = Model::load(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m.ok());
+  const Model& model = **m;
+  const int nv = model.hparams().n_vocab;
+  const auto tables = block_tables();
+  for (int64_t len0 : {13, 15}) {  // sequence 0's two new tokens at 13, 14 (one block) or 15, 16 (two)
+    SCOPED_TRACE("sequence 0 prompt of " + std::to_string(len0));
+    const int32_t num_blocks = kSeqs * kBlocksPerSeq;
+    KvStorage batched_kv = make_kv(model, KvDType::F32, num_blocks), solo_kv = make_kv(model, KvDType::F32, num_blocks);
+    ThreadPool pool(2);
+    ForwardPass batched(model, batched_kv, pool), solo(model, solo_kv, pool);
+    std::vector<float> logits;
+    std::vector<int64_t> len(7);
+    for (int s = 0; s < 7; ++s) {
+      len[size_t(s)] = s == 0 ? len0 : 20 + s;
+      ForwardBatch b;
+      for (int64_t i = 0; i < len[size_t(s)]; ++i) b.tokens.push_back(int32_t((11 * i + 5 * s + 1) % nv));
+      b.chunks.push_back(chunk(tables[size_t(s)], 0, int32_t(b.tokens.size())));
+      ASSERT_TRUE(batched.run(b, &logits).ok());
+      ASSERT_TRUE(solo.run(b, &logits).ok());
+    }
+    // Sequence 0's later token first (its task would run before the earlier token's row is
+    // stored, were rows stored per task), then its earlier one, then sequences 1..6.
+    ForwardBatch b;
+    b.tokens = {8, 7};
+    b.chunks = {chunk(tables[0], len[0] + 1, 1), chunk(tables[0], len[0], 1)};
+    for (int s = 1; s < 7; ++s) {
+      b.tokens.push_back(int32_t(30 + s));
+      b.chunks.push_back(chunk(tables[size_t(s)], len[size_t(s)], 1));
+    }
+    std::vector<float> all;
+    ASSERT_TRUE(batched.run(b, &all).ok());
+    for (size_t c : {size_t(1), size_t(0), size_t(2), size_t(3), size_t(4), size_t(5), size_t(6), size_t(7)}) {
+      ForwardBatch one;  // one at a time, sequence 0's in position order
+      one.tokens = {b.tokens[c]};
+      one.chunks = {b.chunks[c]};
+      ASSERT_TRUE(solo.run(one, &logits).ok());
+      ASSERT_EQ(0, std::memcmp(logits.data(), all.data() + c * size_t(nv), size_t(nv) * sizeof(float))) << "chunk " << c;
+    }
+  }
+}
+
 TEST(BatchedDecode, EqualsEachSequenceAloneLlama) {
   for (KvDType t : {KvDType::F32, KvDType::Q8_0, KvDType::Q4_0}) check_model(shared_path("models/stories260K.gguf"), t);
 }
