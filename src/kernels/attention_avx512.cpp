@@ -256,14 +256,10 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   const uint8_t* vrow[kSpan];
   const uint8_t* kh[kSpan];
   const uint8_t* vh[kSpan];
+  prefetch_first_positions(kv, k_row, v_row, begin, end, kv_head0, nheads);
   // One softmax update per span of up to kSpan positions (any blocks): the running maximum, its
   // rescale and the exps of a span's tiles are independent of each other, so the latency chain
   // reduce -> max -> exp is paid once per kSpan positions instead of once per tile.
-  // The loop hints kPrefetchAhead positions ahead of each tile, so the first ones would be
-  // demand misses, one after the other: hint them together up front (a 128-position decode
-  // chunk starts cold every time; smollm q8_0 K/V at context 2016: +3-6%).
-  for (int64_t p = begin; p < std::min(end, begin + kPrefetchAhead); p += kTile)
-    prefetch_slots(kv, k_row, v_row, p, kTile, end, kv_head0, nheads);
   for (int64_t p0 = begin; p0 < end;) {
     const int T = int(std::min<int64_t>(int64_t(kSpan), end - p0));
     span_rows(kv, k_row, v_row, p0, T, kv_head0, krow, vrow);
