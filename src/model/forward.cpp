@@ -96,7 +96,7 @@ void ForwardPass::prepare_token(int64_t t, const LayerWeights& L) {
 // scheduler's decode batches are like that (one token per sequence; a block being written is never
 // shared), but the forward pass does not rely on it: two tokens of one sequence in one batch, or
 // chunks sharing a written block, take the store-everything-first path.
-bool ForwardPass::tokens_read_no_new_rows_of_others(const ForwardBatch& batch) const {
+bool ForwardPass::tokens_read_no_new_rows_of_others(const ForwardBatch& batch) {
   const int bs = kv_.layout().block_size;
   written_blocks_.clear();
   for (const SeqChunk& c : batch.chunks) {

@@ -70,7 +70,7 @@ class ForwardPass {
   int64_t item_first(const ForwardBatch& batch, int64_t i) const;
   void store_kv(const ForwardBatch& batch, int layer);
   void store_token_kv(const ForwardBatch& batch, int layer, int64_t t);
-  bool tokens_read_no_new_rows_of_others(const ForwardBatch& batch) const;
+  bool tokens_read_no_new_rows_of_others(const ForwardBatch& batch);
 
   const Model& model_;
   KvStorage& kv_;
@@ -120,7 +120,7 @@ class ForwardPass {
   // applies its biases and RoPE and stores its K/V row, instead of the engine thread doing all of
   // them in turn first (at batch 8 that serial part was ~10% of a step, the other threads idling).
   bool attn_prepares_tokens_ = false;
-  mutable std::vector<int32_t> written_blocks_;  // scratch of tokens_read_no_new_rows_of_others
+  std::vector<int32_t> written_blocks_;  // scratch of tokens_read_no_new_rows_of_others
   std::vector<int64_t> unit_heads_;
 };
 
