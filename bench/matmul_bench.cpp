@@ -165,7 +165,7 @@ void BM_smollm_layer(benchmark::State& state) {
 void layer_args(benchmark::internal::Benchmark* b) {
   for (int encoding : {0, 1})
     for (int64_t m : {1, 8, 512})
-      for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+      for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx})
         for (int packed : {0, 1}) b->Args({encoding, m, int64_t(isa), packed});
 }
 

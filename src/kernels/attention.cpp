@@ -238,7 +238,7 @@ std::atomic<int> g_pinned_isa{int(Isa::kScalar)};
 Isa attention_isa() {
   const int pinned = g_pinned_isa.load(std::memory_order_relaxed);
   if (pinned != int(Isa::kScalar)) return Isa(pinned);
-  return active_kernels().isa == Isa::kAvx512 ? Isa::kAvx512 : Isa::kAvx2;
+  return active_kernels().isa >= Isa::kAvx512 ? Isa::kAvx512 : Isa::kAvx2;
 }
 
 void attention_pin_isa(Isa isa) {

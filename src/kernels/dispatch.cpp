@@ -2,8 +2,11 @@
 //
 // Tables are built once: the scalar table holds every kernel, and each wider table starts as a
 // copy of the next narrower one and overrides what it implements, so a type without a wide kernel
-// still works. KVSERVE_KERNELS=scalar|avx2|avxvnni|avx512 in the environment caps the choice (for
-// debugging and for comparing numerics or speed on one machine).
+// still works. KVSERVE_KERNELS=scalar|avx2|avxvnni|avx512|amx in the environment caps the choice
+// (for debugging and for comparing numerics or speed on one machine).
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -11,6 +14,22 @@
 #include "kernels/vec_dot.h"
 
 namespace kvserve {
+
+namespace {
+
+// Linux enables AMX's tile data (8 KiB of state per thread) only for processes that ask: without
+// the grant the first tile instruction raises SIGILL. Asked once; false on kernels without AMX
+// support (before 5.16) or where the request is refused.
+bool amx_permitted() {
+  static const bool granted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
+    constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
+}
+
+}  // namespace
 
 bool isa_supported(Isa isa) {
   switch (isa) {
@@ -26,6 +45,9 @@ bool isa_supported(Isa isa) {
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512vnni");
+    case Isa::kAmx:
+      return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("amx-tile") &&
+             __builtin_cpu_supports("amx-int8") && amx_permitted();
   }
   return false;
 }
@@ -37,6 +59,7 @@ struct Tables {
   KernelTable avx2{};
   KernelTable avxvnni{};
   KernelTable avx512{};
+  KernelTable amx{};
   Tables() {
     scalar.isa = Isa::kScalar;
     scalar.name = "scalar";
@@ -64,6 +87,11 @@ struct Tables {
       fill_avx512_packed_float_kernels(&avx512);
       fill_avx512_packed_kquant_kernels(&avx512);
     }
+    // The AVX-512 table with AMX tile GEMMs for the packed legacy quants (compiled with AMX flags).
+    amx = avx512;
+    amx.isa = Isa::kAmx;
+    amx.name = "amx";
+    if (isa_supported(Isa::kAmx)) fill_amx_packed_kernels(&amx);
   }
 };
 
@@ -75,14 +103,15 @@ const Tables& tables() {
 // The widest supported instruction set, at most KVSERVE_KERNELS's when set (a cap the CPU lacks,
 // say avxvnni on an AVX-512 machine without AVX-VNNI, gives the widest supported one below it).
 Isa choose_isa() {
-  Isa limit = Isa::kAvx512;
+  Isa limit = Isa::kAmx;
   if (const char* cap = std::getenv("KVSERVE_KERNELS")) {
     if (std::strcmp(cap, "scalar") == 0) limit = Isa::kScalar;
     if (std::strcmp(cap, "avx2") == 0) limit = Isa::kAvx2;
     if (std::strcmp(cap, "avxvnni") == 0) limit = Isa::kAvxVnni;
+    if (std::strcmp(cap, "avx512") == 0) limit = Isa::kAvx512;
   }
   Isa best = Isa::kScalar;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx})
     if (int(isa) <= int(limit) && isa_supported(isa)) best = isa;
   return best;
 }
@@ -97,6 +126,8 @@ const KernelTable& kernel_table(Isa isa) {
       return tables().avxvnni;
     case Isa::kAvx512:
       return tables().avx512;
+    case Isa::kAmx:
+      return tables().amx;
     case Isa::kScalar:
       break;
   }

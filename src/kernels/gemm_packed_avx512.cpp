@@ -33,23 +33,6 @@ namespace {
 
 constexpr int kMaxTileCols = 8;                         // activation rows per register tile
 
-// The 8 code vectors of a block (packed_layout.h) as zmm registers of unsigned codes.
-inline void unpack(PackQ8_0, const uint8_t* codes, const uint8_t*, __m512i v[8]) {
-  for (int j = 0; j < 8; ++j) v[j] = _mm512_loadu_si512(codes + 64 * j);
-}
-
-inline void unpack(PackQ4_0, const uint8_t* codes, const uint8_t*, __m512i v[8]) { unpack_nibbles(codes, v); }
-
-// Q5_0: one masked byte add of 16 per vector for the fifth bits.
-inline void unpack(PackQ5_0, const uint8_t* codes, const uint8_t* high, __m512i v[8]) {
-  unpack_nibbles(codes, v);
-  for (int j = 0; j < 8; ++j) {
-    uint64_t bits;
-    std::memcpy(&bits, high + 8 * j, 8);
-    v[j] = _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], _mm512_set1_epi8(16));
-  }
-}
-
 // ---- the GEMM ----
 
 // Blocks ahead whose codes are hinted into L1: 8 (4 KiB of Q8_0 codes). A decode matmul streams
@@ -86,7 +69,7 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
     if (b % 2 == 0) prefetch_line(scales + size_t(b + kPrefetchBlocks) * kScaleBytes);
     if constexpr (F::kHighBytes > 0) prefetch_line(high + size_t(b + kPrefetchBlocks) * F::kHighBytes);
     __m512i v[8];
-    unpack(F{}, cb, high + size_t(b) * F::kHighBytes, v);
+    unpack_codes(F{}, cb, high + size_t(b) * F::kHighBytes, v);
     for (int j = 0; j < 8; ++j)
       for (int k = 0; k < NC; ++k)
         s[j % kChains][k] = _mm512_dpbusd_epi32(s[j % kChains][k], v[j], _mm512_set1_epi32(load_i32(a[k].q + b * kQK + 4 * j)));

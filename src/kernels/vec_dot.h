@@ -70,8 +70,9 @@ struct PackedKernels {
 };
 
 // Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit
-// vpdpbusd (AVX-VNNI): the AVX2 table with its packed integer GEMMs using it.
-enum class Isa { kScalar, kAvx2, kAvxVnni, kAvx512 };
+// vpdpbusd (AVX-VNNI): the AVX2 table with its packed integer GEMMs using it. kAmx is the AVX-512
+// table with AMX-INT8 tile GEMMs for the packed legacy quants (gemm_packed_amx.cpp).
+enum class Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kAmx };
 
 constexpr int kNumTypeIds = 40;  // ggml type ids are < 40
 
@@ -113,5 +114,9 @@ void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx51
 void fill_avx512_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx512.cpp)
 void fill_avx512_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx512.cpp)
 void fill_avx512_packed_float_kernels(KernelTable* t);  // repacked F16/BF16/F32 GEMM (gemm_packed_float_avx512.cpp)
+void fill_amx_packed_kernels(KernelTable* t);  // AMX-INT8 Q8_0/Q5_0/Q4_0 GEMM over the AVX-512 table (gemm_packed_amx.cpp)
+// Tests only: the same GEMM with its tile instructions emulated in scalar code, for a copy of the
+// AVX-512 table on a CPU with AVX-512 (the kernel's tiling checked where AMX is absent).
+void fill_amx_emulated_packed_kernels(KernelTable* t);
 
 }  // namespace kvserve

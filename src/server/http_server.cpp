@@ -8,6 +8,7 @@
 #include <ctime>
 #include <thread>
 
+#include "kernels/vec_dot.h"
 #include "server/access_log.h"
 #include "server/server_state.h"
 #include "util/log.h"
@@ -155,9 +156,9 @@ int run_server(const ServerConfig& cfg) {
       parse_chat_family(cfg.chat_template, &st->chat_family);  // validated by the config
     }
     // Announce before /health turns 200, so whoever waited for health sees the lines.
-    std::printf("kvserve: ready: model %s, context %lld tokens, chat template %s\n",
+    std::printf("kvserve: ready: model %s, context %lld tokens, chat template %s, kernels %s\n",
                 st->engine->model_name().c_str(), (long long)st->engine->context_length(),
-                chat_family_name(st->chat_family));
+                chat_family_name(st->chat_family), active_kernels().name);
     std::printf("curl -s http://%s:%d/generate -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":64}'\n",
                 cfg.host.c_str(), port);
     std::fflush(stdout);

@@ -116,13 +116,14 @@ TEST_P(GemmTest, OddBlockCountsMatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, GemmTest, ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Isas, GemmTest, ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            switch (info.param) {
                                    case Isa::kScalar: return std::string("scalar");
                                    case Isa::kAvx2: return std::string("avx2");
                                    case Isa::kAvxVnni: return std::string("avxvnni");
                                    case Isa::kAvx512: return std::string("avx512");
+                                   case Isa::kAmx: return std::string("amx");
                                  }
                                  return std::string("unknown");
                          });

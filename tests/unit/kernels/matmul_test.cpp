@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <set>
 #include <vector>
@@ -188,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(all_cases()),
                          });
 
 TEST(Matmul, EveryIsaMatchesScalar) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
@@ -208,7 +209,7 @@ TEST(Matmul, EveryIsaMatchesScalar) {
 // A row's result must not depend on the other rows of its batch (prefill vs decode, batching of
 // sequences): m rows at once equals each row alone, bit for bit, for every instruction set.
 TEST(Matmul, BatchInvariant) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     for (GgmlType t : kWeightTypes) {
       auto w = make_weights(t, 23, 512, 13u + uint32_t(t));
@@ -247,7 +248,7 @@ bool pack_for(const KernelTable& k, WeightMatrix w, PackedCase* out) {
 TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   bool any = false;
   std::set<GgmlType> packed_types;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : kWeightTypes) {
@@ -315,6 +316,11 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
                                                 GgmlType::F32, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q5_K,
                                                 GgmlType::Q6_K}));
   }
+  if (isa_supported(Isa::kAmx)) {  // the AMX table packs what the AVX-512 table packs (same layouts)
+    for (GgmlType t : kWeightTypes)
+      EXPECT_EQ(kernel_table(Isa::kAmx).packed[int(t)].group_bytes, kernel_table(Isa::kAvx512).packed[int(t)].group_bytes)
+          << ggml_type_name(t);
+  }
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
 
@@ -347,44 +353,84 @@ void multi_across_packed_types(const KernelTable& k) {
 // matmul_multi over packed matrices of different types (their activation rearrangements
 // differ: Q4_K's and Q6_K's are not Q8_0's) equals one matmul per matrix, bit for bit.
 TEST(PackedMatmul, MultiAcrossPackedTypes) {
-  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx})
     if (isa_supported(isa)) multi_across_packed_types(kernel_table(isa));
 }
 
-// The AVX-VNNI table's packed integer GEMMs (vpdpbusd) compute the same exact integer sums as the
-// AVX2 table's (maddubs + madd), then the same f32 steps: bit-identical for every batch shape,
-// including codes and activations at their extremes (|q| = 128 for Q8_0's -128, x = +-127).
-TEST(PackedMatmul, AvxVnniIsBitIdenticalToAvx2) {
-  if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "CPU lacks AVX-VNNI";
-  const KernelTable& avx2 = kernel_table(Isa::kAvx2);
-  const KernelTable& vnni = kernel_table(Isa::kAvxVnni);
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    ASSERT_NE(vnni.packed[int(t)].gemm, avx2.packed[int(t)].gemm) << ggml_type_name(t);
-    for (int64_t cols : {256, 768}) {
-      auto w = make_weights(t, 48, cols, 61u + uint32_t(t));
+// Weights packed for table `a` and for table `b` give identical bits for every type, row length
+// and batch size listed, alone and over a thread pool, with codes and activations at their
+// extremes (|q| = 128 for Q8_0's -128, x = +-127); b's GEMM must be its own.
+void expect_packed_tables_agree(const KernelTable& a, const KernelTable& b, std::initializer_list<GgmlType> types,
+                                std::initializer_list<int64_t> col_counts, std::initializer_list<int64_t> batches,
+                                uint32_t seed) {
+  ThreadPool pool(3);
+  for (GgmlType t : types) {
+    ASSERT_NE(b.packed[int(t)].gemm, a.packed[int(t)].gemm) << b.name << " " << ggml_type_name(t);
+    for (int64_t cols : col_counts) {
+      auto w = make_weights(t, 48, cols, seed + uint32_t(t));
       if (t == GgmlType::Q8_0) {  // a block of q = -128 (stored code 0x80) and one of +127 in row 0
         uint8_t* row = w.bytes.data();
         std::memset(row + 2, 0x80, 32);
         std::memset(row + 34 + 2, 0x7F, 32);
       }
-      PackedCase pa, pv;
-      ASSERT_TRUE(pack_for(avx2, w.matrix, &pa));
-      ASSERT_TRUE(pack_for(vnni, w.matrix, &pv));
-      for (int64_t m : {1, 2, 3, 4, 5, 9, 70}) {
-        auto x = make_activations(m, cols, 77u + uint32_t(m));
+      PackedCase pa, pb;
+      ASSERT_TRUE(pack_for(a, w.matrix, &pa));
+      ASSERT_TRUE(pack_for(b, w.matrix, &pb));
+      for (int64_t m : batches) {
+        auto x = make_activations(m, cols, seed + 16u + uint32_t(m));
         for (int64_t c = 0; c < std::min<int64_t>(cols, 64); ++c) x[size_t(c)] = c % 2 ? 1e3f : -1e3f;  // x = +-127
-        std::vector<float> a(size_t(m) * 48), b(size_t(m) * 48);
-        matmul_with_kernels(avx2, pa.w, x.data(), m, a.data(), nullptr);
-        matmul_with_kernels(vnni, pv.w, x.data(), m, b.data(), nullptr);
-        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size()))
-            << ggml_type_name(t) << " cols " << cols << " m " << m;
+        std::vector<float> ya(size_t(m) * 48), yb(size_t(m) * 48), threaded(size_t(m) * 48);
+        matmul_with_kernels(a, pa.w, x.data(), m, ya.data(), nullptr);
+        matmul_with_kernels(b, pb.w, x.data(), m, yb.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(ya.data(), yb.data(), sizeof(float) * ya.size()))
+            << b.name << " " << ggml_type_name(t) << " cols " << cols << " m " << m;
+        matmul_with_kernels(b, pb.w, x.data(), m, threaded.data(), &pool);
+        ASSERT_EQ(0, std::memcmp(ya.data(), threaded.data(), sizeof(float) * ya.size()))
+            << b.name << " " << ggml_type_name(t) << " cols " << cols << " m " << m << " threaded";
       }
     }
   }
 }
 
+// The AVX-VNNI table's packed integer GEMMs (vpdpbusd) compute the same exact integer sums as the
+// AVX2 table's (maddubs + madd), then the same f32 steps: bit-identical for every batch shape.
+TEST(PackedMatmul, AvxVnniIsBitIdenticalToAvx2) {
+  if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  expect_packed_tables_agree(kernel_table(Isa::kAvx2), kernel_table(Isa::kAvxVnni),
+                             {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                              GgmlType::Q6_K},
+                             {256, 768}, {1, 2, 3, 4, 5, 9, 70}, 61u);
+}
+
+// An AMX table's tile GEMM (gemm_packed_amx.cpp: full tiles of 16 activation rows, the rest on
+// the AVX-512 kernel) computes the same exact integer sums and then the same f32 steps as the
+// AVX-512 table's: bit-identical below, at and past a tile, over several tiles and more than one
+// call's worth of rows, and with an odd block count (the kernel takes blocks in pairs).
+void expect_bit_identical_to_avx512(const KernelTable& tiles) {
+  expect_packed_tables_agree(kernel_table(Isa::kAvx512), tiles, {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0},
+                             {576, 608, 2048}, {1, 8, 15, 16, 17, 33, 64, 70, 150}, 91u);
+}
+
+TEST(PackedMatmul, AmxIsBitIdenticalToAvx512) {
+  if (!isa_supported(Isa::kAmx)) GTEST_SKIP() << "CPU (or kernel) lacks AMX-INT8";
+  EXPECT_STREQ(kernel_table(Isa::kAmx).name, "amx");  // its start-up self-check passed
+  expect_bit_identical_to_avx512(kernel_table(Isa::kAmx));
+}
+
+// The same kernel with its tile instructions emulated as the instruction set reference defines
+// them: checks the tiling (tile shapes, strides, block pairs, the odd last block, the rows past
+// the last full tile) on any CPU with AVX-512, AMX or not.
+TEST(PackedMatmul, AmxKernelWithEmulatedTilesIsBitIdenticalToAvx512) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU lacks AVX-512";
+  KernelTable emulated = kernel_table(Isa::kAvx512);
+  emulated.name = "amx-emulated";
+  fill_amx_emulated_packed_kernels(&emulated);
+  EXPECT_STREQ(emulated.name, "amx-emulated");  // its start-up self-check passed
+  expect_bit_identical_to_avx512(emulated);
+}
+
 TEST(PackedMatmul, ShapesThatCannotBePacked) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     auto odd_rows = make_weights(GgmlType::Q8_0, 40, 64, 1);  // not a multiple of kPackedRows

@@ -49,7 +49,7 @@ std::vector<float> awkward_row(int64_t n, int64_t block, uint32_t seed) {
 
 TEST(QuantizeAct, WideQuantizersMatchReferenceBitForBit) {
   int checked = 0;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     // A representative weight type per activation encoding.
@@ -92,7 +92,7 @@ std::vector<uint8_t> quantized_weights(GgmlType t, int64_t rows, int64_t cols, u
 TEST(SmallBatch, ThreadCountsAndBatchMatesDoNotChangeBits) {
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
   ThreadPool pool2(2), pool3(3);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (GgmlType t : types) {
