@@ -113,7 +113,7 @@ std::vector<LayerMatrix> smollm_layer(int encoding) {
           {main, 1536, 576}, {main, 1536, 576}, {down, 576, 1536}};
 }
 
-// args: {encoding, m, isa, packed} (isa: the Isa enum value, 1 avx2, 2 avxvnni, 3 avx512; packed 1:
+// args: {encoding, m, isa, packed} (isa: the Isa enum value, 1 avx2, 2 avxvnni, 3 avx512, 4 amx; packed 1:
 // each matrix repacked for that table as the model loader does, so the packed GEMMs run, else the
 // file-layout kernels)
 void BM_smollm_layer(benchmark::State& state) {
