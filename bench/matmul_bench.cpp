@@ -5,14 +5,18 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/matmul.h"
 #include "kernels/vec_dot.h"
+#include "tensor/block_formats.h"
 #include "tensor/quants.h"
+#include "util/half.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
@@ -34,6 +38,22 @@ struct Weights {
   WeightMatrix w;
 };
 
+// Q2_K and Q3_K have no encoder (kvserve only reads them): random codes and scales, and a small
+// super-block scale (and Q2_K's dmin) in every block, where those formats keep them.
+void random_low_bit_blocks(GgmlType t, std::mt19937& rng, std::vector<uint8_t>& bytes) {
+  for (auto& b : bytes) b = uint8_t(rng());
+  const size_t block = ggml_type_size(t);
+  for (size_t o = 0; o < bytes.size(); o += block) {
+    const uint16_t d = f32_to_f16(0.001f * float(1 + rng() % 8));
+    if (t == GgmlType::Q2_K) {
+      std::memcpy(bytes.data() + o + offsetof(BlockQ2_K, d), &d, 2);
+      std::memcpy(bytes.data() + o + offsetof(BlockQ2_K, dmin), &d, 2);
+    } else {
+      std::memcpy(bytes.data() + o + offsetof(BlockQ3_K, d), &d, 2);
+    }
+  }
+}
+
 Weights make_weights(GgmlType t, int64_t cols) {
   std::mt19937 rng(42);
   std::normal_distribution<float> dist(0.0f, 0.02f);
@@ -41,6 +61,11 @@ Weights make_weights(GgmlType t, int64_t cols) {
   Weights out;
   const size_t rb = ggml_row_size(t, cols);
   out.bytes.resize(rb * size_t(kRows));
+  if (t == GgmlType::Q2_K || t == GgmlType::Q3_K) {
+    random_low_bit_blocks(t, rng, out.bytes);
+    out.w = {t, out.bytes.data(), kRows, cols, rb};
+    return out;
+  }
   for (int64_t r = 0; r < kRows; ++r) {
     for (auto& v : row) v = dist(rng);
     quantize_row(t, row.data(), out.bytes.data() + size_t(r) * rb, cols);
@@ -82,7 +107,8 @@ void BM_matmul(benchmark::State& state) {
 
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+                     GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K})
     for (int64_t m : {1, 64})
       for (int packed : {0, 1}) b->Args({int64_t(t), m, packed});
 }

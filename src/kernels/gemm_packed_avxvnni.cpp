@@ -12,9 +12,7 @@ void fill_avxvnni_packed_kernels(KernelTable* t) {
   t->packed[int(GgmlType::Q8_0)] = legacy_packed_kernels<PackQ8_0, gemm<PackQ8_0, true>>();
   t->packed[int(GgmlType::Q4_0)] = legacy_packed_kernels<PackQ4_0, gemm<PackQ4_0, true>>();
   t->packed[int(GgmlType::Q5_0)] = legacy_packed_kernels<PackQ5_0, gemm<PackQ5_0, true>>();
-  t->packed[int(GgmlType::Q4_K)] = q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K, true>>();
-  t->packed[int(GgmlType::Q5_K)] = q4k_packed_kernels<BlockQ5_K, q4k_gemm<BlockQ5_K, true>>();
-  t->packed[int(GgmlType::Q6_K)] = q6k_packed_kernels<q6k_gemm<true>>();
+  fill_packed_kquant_kernels<true>(t);
 }
 
 }  // namespace kvserve

@@ -3,10 +3,6 @@
 
 namespace kvserve {
 
-void fill_avx2_packed_kquant_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::Q4_K)] = q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K, false>>();
-  t->packed[int(GgmlType::Q5_K)] = q4k_packed_kernels<BlockQ5_K, q4k_gemm<BlockQ5_K, false>>();
-  t->packed[int(GgmlType::Q6_K)] = q6k_packed_kernels<q6k_gemm<false>>();
-}
+void fill_avx2_packed_kquant_kernels(KernelTable* t) { fill_packed_kquant_kernels<false>(t); }
 
 }  // namespace kvserve

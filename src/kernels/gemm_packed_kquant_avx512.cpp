@@ -1,4 +1,4 @@
-// Repacked k-quant weights (Q4_K, Q5_K, Q6_K) and their AVX-512 VNNI GEMMs (KernelTable::packed):
+// Repacked k-quant weights (Q2_K .. Q6_K) and their AVX-512 VNNI GEMMs (KernelTable::packed):
 // the 16-row interleave of gemm_packed_avx512.cpp (see its comment for why) applied per 256-column
 // super-block, with the sub-block scales applied to exact integer sub-block sums. The layout and
 // the arithmetic per output are described in packed_kquant_layout.h.
@@ -80,54 +80,106 @@ void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x,
   });
 }
 
-template <int NC>
-void q6k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float* y, size_t ys) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+// The chunked k-quants (16 chunks of 16 per super-block, packed_kquant_layout.h): where a
+// super-block's scales start, and chunk i's 4 code vectors as unsigned codes.
+struct Q6Chunks {
+  static constexpr size_t kSuper = kQ6SuperBytes, kScales = 2048 + 1024;
+  static constexpr bool kMins = false;
+  // Nibbles | the two top bits moved to bits 4-5.
+  static void codes(const uint8_t* sb, int i, __m512i v[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+    const __m512i n0 = _mm512_loadu_si512(sb + 128 * i), n1 = _mm512_loadu_si512(sb + 128 * i + 64);
+    const __m512i h = _mm512_loadu_si512(sb + 2048 + 64 * i);
+    v[0] = _mm512_or_si512(_mm512_and_si512(n0, low4), _mm512_and_si512(_mm512_slli_epi16(h, 4), top2));
+    v[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), low4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top2));
+    v[2] = _mm512_or_si512(_mm512_and_si512(n1, low4), _mm512_and_si512(h, top2));
+    v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), low4), _mm512_and_si512(_mm512_srli_epi16(h, 2), top2));
+  }
+  static __m512i scale(const uint8_t* sc) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))); }
+  static __m512i mins(const uint8_t*) { return _mm512_setzero_si512(); }
+};
+
+// Q3_K and Q2_K: the two-bit fields of one 64-byte vector, plus (Q3_K) 4 where the third bit is set.
+template <typename B>
+struct LowBitsChunks {
+  static constexpr size_t kSuper = kLowSuperBytes<B>, kScales = kLowScaleOffset<B>;
+  static constexpr bool kMins = !kThirdBit<B>;
+  static void codes(const uint8_t* sb, int i, __m512i v[4]) {
+    const __m512i two = _mm512_set1_epi8(0x03);
+    const __m512i lo = _mm512_loadu_si512(sb + 64 * i);
+    v[0] = _mm512_and_si512(lo, two);
+    v[1] = _mm512_and_si512(_mm512_srli_epi16(lo, 2), two);
+    v[2] = _mm512_and_si512(_mm512_srli_epi16(lo, 4), two);
+    v[3] = _mm512_and_si512(_mm512_srli_epi16(lo, 6), two);
+    if constexpr (kThirdBit<B>) {
+      for (int j = 0; j < 4; ++j) {
+        uint64_t bits;
+        std::memcpy(&bits, sb + kLowCodeBytes + 8 * (4 * i + j), 8);
+        v[j] = _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], _mm512_set1_epi8(4));
+      }
+    }
+  }
+  static __m512i bytes(const uint8_t* sc) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))); }
+  static __m512i scale(const uint8_t* sc) {
+    if constexpr (kThirdBit<B>) return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    return _mm512_and_si512(bytes(sc), _mm512_set1_epi32(15));
+  }
+  static __m512i mins(const uint8_t* sc) { return _mm512_srli_epi32(bytes(sc), 4); }
+};
+
+// One group of a chunked k-quant matrix times NC activation rows. Per chunk the 4 vpdpbusd start
+// from -(the activations' code-offset correction) (Q6_K, Q3_K) or from 0 with the correction
+// feeding the min term instead (Q2_K); chunk sums are scaled in int32, the f32 steps follow per
+// super-block (packed_kquant_layout.h).
+template <typename C, int NC>
+void chunk_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float* y, size_t ys) {
   __m512 acc[NC];
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
-    const uint8_t* nib = w + size_t(b) * kQ6SuperBytes;
-    for (size_t o = 0; o < kQ6SuperBytes; o += 64) prefetch_line(nib + 2 * kQ6SuperBytes + o);
-    const uint8_t* hi = nib + 2048;
-    const uint8_t* sc = hi + 1024;
-    __m512i isum[NC];
-    for (int k = 0; k < NC; ++k) isum[k] = _mm512_setzero_si512();
+    const uint8_t* sb = w + size_t(b) * C::kSuper;
+    for (size_t o = 0; o < C::kSuper; o += 64) prefetch_line(sb + 2 * C::kSuper + o);
+    const uint8_t* sc = sb + C::kScales;
+    __m512i isum[NC], msum[NC];
+    for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();
     for (int i = 0; i < kChunks6; ++i) {
-      const __m512i n0 = _mm512_loadu_si512(nib + 128 * i), n1 = _mm512_loadu_si512(nib + 128 * i + 64);
-      const __m512i h = _mm512_loadu_si512(hi + 64 * i);
-      // Code vector 4i + j: its nibbles | its two top bits moved to bits 4-5.
-      const __m512i v[4] = {
-          _mm512_or_si512(_mm512_and_si512(n0, low4), _mm512_and_si512(_mm512_slli_epi16(h, 4), top2)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), low4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top2)),
-          _mm512_or_si512(_mm512_and_si512(n1, low4), _mm512_and_si512(h, top2)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), low4), _mm512_and_si512(_mm512_srli_epi16(h, 2), top2))};
-      const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * i)));
+      __m512i v[4];
+      C::codes(sb, i, v);
+      const __m512i scale = C::scale(sc + 16 * i);
+      const __m512i mins = C::mins(sc + 16 * i);
       for (int k = 0; k < NC; ++k) {
         const uint8_t* a = x[k] + size_t(b) * kQ6ActBytes;
         const int8_t* xq = reinterpret_cast<const int8_t*>(a) + 16 * i;
         int32_t corr;
         std::memcpy(&corr, a + kQK_K + 4 + 4 * i, 4);
-        __m512i t = _mm512_set1_epi32(-corr);
+        __m512i t = C::kMins ? _mm512_setzero_si512() : _mm512_set1_epi32(-corr);
         for (int j = 0; j < 4; ++j) t = _mm512_dpbusd_epi32(t, v[j], _mm512_set1_epi32(load_i32(xq + 4 * j)));
         isum[k] = _mm512_add_epi32(isum[k], _mm512_mullo_epi32(t, scale));
+        if constexpr (C::kMins) msum[k] = _mm512_add_epi32(msum[k], _mm512_mullo_epi32(mins, _mm512_set1_epi32(corr)));
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 256)));
     for (int k = 0; k < NC; ++k) {
       float dx;
       std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
-      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum[k]), acc[k]);
+      const __m512 vdx = _mm512_set1_ps(dx);
+      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum[k]), acc[k]);
+      if constexpr (C::kMins) {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 256 + 32)));
+        acc[k] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(msum[k]), acc[k]);
+      }
     }
   }
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
 
-void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
-              size_t ys) {
+template <typename C>
+void chunk_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
+                size_t ys) {
   const int64_t ns = cols / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_tile<kKMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    for (int64_t g = 0; g < ng; ++g) q6k_group_tile<decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
+    for (int64_t g = 0; g < ng; ++g)
+      chunk_group_tile<C, decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
   });
 }
 
@@ -136,7 +188,9 @@ void q6k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x,
 void fill_avx512_packed_kquant_kernels(KernelTable* t) {
   t->packed[int(GgmlType::Q4_K)] = q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K>>();
   t->packed[int(GgmlType::Q5_K)] = q4k_packed_kernels<BlockQ5_K, q4k_gemm<BlockQ5_K>>();
-  t->packed[int(GgmlType::Q6_K)] = q6k_packed_kernels<q6k_gemm>();
+  t->packed[int(GgmlType::Q6_K)] = q6k_packed_kernels<chunk_gemm<Q6Chunks>>();
+  t->packed[int(GgmlType::Q3_K)] = low_bits_packed_kernels<BlockQ3_K, chunk_gemm<LowBitsChunks<BlockQ3_K>>>();
+  t->packed[int(GgmlType::Q2_K)] = low_bits_packed_kernels<BlockQ2_K, chunk_gemm<LowBitsChunks<BlockQ2_K>>>();
 }
 
 }  // namespace kvserve

@@ -52,7 +52,7 @@ inline __m256i code_vector(PackQ4_0, const uint8_t* codes, const uint8_t*, int h
 
 // Q5_0: the nibbles plus 16 where vector j's fifth bit is set.
 inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, int h, int j) {
-  return add_fifth_bits(nibble_half(codes, h, j), high + 8 * j, h);
+  return add_where_set(nibble_half(codes, h, j), high + 8 * j, h, 16);
 }
 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):

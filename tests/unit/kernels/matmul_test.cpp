@@ -298,9 +298,9 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
     std::set<GgmlType> avx2_types;
     for (GgmlType t : kWeightTypes)
       if (kernel_table(Isa::kAvx2).packed[int(t)].gemm != nullptr) avx2_types.insert(t);
-    EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32,
-                                              GgmlType::BF16}));
+    EXPECT_EQ(avx2_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q2_K,
+                                              GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                                              GgmlType::F16, GgmlType::F32, GgmlType::BF16}));
   }
   if (isa_supported(Isa::kAvxVnni)) {  // the AVX-VNNI table packs what the AVX2 table packs
     std::set<GgmlType> vnni_types;
@@ -313,8 +313,8 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   }
   if (isa_supported(Isa::kAvx512)) {  // the AVX-512 table packs the legacy 8-, 5- and 4-bit formats and f16/f32
     EXPECT_EQ(packed_types, (std::set<GgmlType>{GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::F16,
-                                                GgmlType::F32, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q5_K,
-                                                GgmlType::Q6_K}));
+                                                GgmlType::F32, GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q3_K,
+                                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}));
   }
   if (isa_supported(Isa::kAmx)) {  // the AMX table packs what the AVX-512 table packs (same layouts)
     for (GgmlType t : kWeightTypes)
@@ -397,8 +397,8 @@ void expect_packed_tables_agree(const KernelTable& a, const KernelTable& b, std:
 TEST(PackedMatmul, AvxVnniIsBitIdenticalToAvx2) {
   if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "CPU lacks AVX-VNNI";
   expect_packed_tables_agree(kernel_table(Isa::kAvx2), kernel_table(Isa::kAvxVnni),
-                             {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
-                              GgmlType::Q6_K},
+                             {GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K},
                              {256, 768}, {1, 2, 3, 4, 5, 9, 70}, 61u);
 }
 
