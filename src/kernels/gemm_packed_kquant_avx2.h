@@ -38,12 +38,12 @@ inline __m256 load_f16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Half h of code vector i of a Q4_K/Q5_K sub-block (its 256 nibble bytes at codes, the fifth-bit
-// masks of its 8 vectors at high): elements 4i .. 4i+3 of the half's 8 rows.
+// Half h of code vector i of a Q4_K/Q5_K sub-block (its 256 nibble bytes at codes, the 64-byte
+// vector of its 8 code vectors' fifth bits at high): elements 4i .. 4i+3 of the half's 8 rows.
 template <typename B>
 inline __m256i q4k_code_vector(const uint8_t* codes, const uint8_t* high, int h, int i) {
   const __m256i v = nibble_half(codes, h, i);
-  if constexpr (kFifth<B>) return add_where_set(v, high + 8 * i, h, 16);
+  if constexpr (kFifth<B>) return or_high_bit<4>(v, load256(high + 32 * h), i);
   return v;
 }
 
@@ -140,7 +140,7 @@ struct Q6Chunks {
   static __m256i mins(const uint8_t*) { return _mm256_setzero_si256(); }
 };
 
-// Q3_K and Q2_K: the two-bit fields of one 32-byte half, plus (Q3_K) 4 where the third bit is set.
+// Q3_K and Q2_K: the two-bit fields of one 32-byte half, plus (Q3_K) the third bits at bit 2.
 template <typename B>
 struct LowBitsChunks {
   static constexpr size_t kSuper = kLowSuperBytes<B>, kScales = kLowScaleOffset<B>;
@@ -153,7 +153,8 @@ struct LowBitsChunks {
     v[2] = _mm256_and_si256(_mm256_srli_epi16(lo, 4), two);
     v[3] = _mm256_and_si256(_mm256_srli_epi16(lo, 6), two);
     if constexpr (kThirdBit<B>)
-      for (int j = 0; j < 4; ++j) v[j] = add_where_set(v[j], sb + kLowCodeBytes + 8 * (4 * i + j), h, 4);
+      for (int j = 0; j < 4; ++j)  // code vectors 4i + j: bits 4 (i % 2) + j of the (i / 2)-th vector
+        v[j] = or_high_bit<2>(v[j], load256(sb + kLowCodeBytes + 64 * (i / 2) + 32 * h), 4 * (i % 2) + j);
   }
   static __m256i scale(const uint8_t* sc) {
     if constexpr (kThirdBit<B>) return widen_s8(sc);

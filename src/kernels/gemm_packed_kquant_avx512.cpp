@@ -33,11 +33,8 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
       __m512i v[8];
       unpack_nibbles(sb + 256 * size_t(j), v);
       if constexpr (kFifth<B>) {
-        for (int i = 0; i < 8; ++i) {
-          uint64_t bits;
-          std::memcpy(&bits, high + 64 * j + 8 * i, 8);
-          v[i] = _mm512_mask_add_epi8(v[i], _cvtu64_mask64(bits), v[i], _mm512_set1_epi8(16));
-        }
+        const __m512i fifth = _mm512_loadu_si512(high + 64 * j);
+        for (int i = 0; i < 8; ++i) v[i] = or_high_bit<4>(v[i], fifth, i);
       }
       const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * j)));
       for (int k = 0; k < NC; ++k) {
@@ -99,7 +96,7 @@ struct Q6Chunks {
   static __m512i mins(const uint8_t*) { return _mm512_setzero_si512(); }
 };
 
-// Q3_K and Q2_K: the two-bit fields of one 64-byte vector, plus (Q3_K) 4 where the third bit is set.
+// Q3_K and Q2_K: the two-bit fields of one 64-byte vector, plus (Q3_K) the third bits at bit 2.
 template <typename B>
 struct LowBitsChunks {
   static constexpr size_t kSuper = kLowSuperBytes<B>, kScales = kLowScaleOffset<B>;
@@ -111,12 +108,9 @@ struct LowBitsChunks {
     v[1] = _mm512_and_si512(_mm512_srli_epi16(lo, 2), two);
     v[2] = _mm512_and_si512(_mm512_srli_epi16(lo, 4), two);
     v[3] = _mm512_and_si512(_mm512_srli_epi16(lo, 6), two);
-    if constexpr (kThirdBit<B>) {
-      for (int j = 0; j < 4; ++j) {
-        uint64_t bits;
-        std::memcpy(&bits, sb + kLowCodeBytes + 8 * (4 * i + j), 8);
-        v[j] = _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], _mm512_set1_epi8(4));
-      }
+    if constexpr (kThirdBit<B>) {  // code vectors 4i + j: bits 4 (i % 2) + j of the (i / 2)-th vector
+      const __m512i third = _mm512_loadu_si512(sb + kLowCodeBytes + 64 * (i / 2));
+      for (int j = 0; j < 4; ++j) v[j] = or_high_bit<2>(v[j], third, 4 * (i % 2) + j);
     }
   }
   static __m512i bytes(const uint8_t* sc) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))); }

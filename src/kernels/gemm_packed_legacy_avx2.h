@@ -50,9 +50,9 @@ inline __m256i code_vector(PackQ4_0, const uint8_t* codes, const uint8_t*, int h
   return nibble_half(codes, h, j);
 }
 
-// Q5_0: the nibbles plus 16 where vector j's fifth bit is set.
+// Q5_0: the nibbles plus vector j's fifth bits (packed_layout.h).
 inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, int h, int j) {
-  return add_where_set(nibble_half(codes, h, j), high + 8 * j, h, 16);
+  return or_high_bit<4>(nibble_half(codes, h, j), load256(high + 32 * h), j);
 }
 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):

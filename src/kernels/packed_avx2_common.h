@@ -24,17 +24,14 @@ inline __m256i nibble_half(const uint8_t* codes, int h, int j) {
   return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(both, 4) : both, _mm256_set1_epi8(0x0F));
 }
 
-// v + add where a mask bit is set (Q5_0/Q5_K's fifth bits: 16; Q3_K's third bits: 4): half h of
-// a code vector whose 64-bit mask is at mask (bits 32h .. 32h+31 belong to the half, byte b
-// taking bit b). Each 128-bit lane holds the half's 4 mask bytes; lane 0's bytes take mask bytes
-// 0 and 1, lane 1's take 2 and 3, then each byte keeps its own bit.
-inline __m256i add_where_set(__m256i v, const uint8_t* mask, int h, char add) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(load_u32(mask + 4 * h))), spread);
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_add_epi8(v, _mm256_and_si256(set, _mm256_set1_epi8(add)));
+// v | (bit j of each byte of h, moved to bit kBit): half of code vector j plus its extra high bit
+// (Q5_0's and Q5_K's fifth, Q3_K's third), h being the matching half of a 64-byte vector whose
+// byte b holds those bits of byte b of 8 code vectors. A bit that a 16-bit shift carries into the
+// neighbouring byte never lands on bit kBit there.
+template <int kBit>
+inline __m256i or_high_bit(__m256i v, __m256i h, int j) {
+  const __m256i at = j < kBit ? _mm256_slli_epi16(h, kBit - j) : _mm256_srli_epi16(h, j - kBit);
+  return _mm256_or_si256(v, _mm256_and_si256(at, _mm256_set1_epi8(char(1 << kBit))));
 }
 
 // Every group of a packed matrix (ng groups, gb bytes apart from w) for one tile of NC

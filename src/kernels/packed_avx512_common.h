@@ -31,14 +31,21 @@ inline void unpack_codes(PackQ8_0, const uint8_t* codes, const uint8_t*, __m512i
 
 inline void unpack_codes(PackQ4_0, const uint8_t* codes, const uint8_t*, __m512i v[8]) { unpack_nibbles(codes, v); }
 
-// Q5_0: one masked byte add of 16 per vector for the fifth bits.
+// v | (bit j of each byte of h, moved to bit kBit): the extra high bit of code vector j (Q5_0's
+// and Q5_K's fifth, Q3_K's third) from a 64-byte vector whose byte b holds those bits of byte b of
+// 8 code vectors. One 16-bit shift and one ternary-logic op: a bit that a 16-bit shift carries
+// into the neighbouring byte never lands on bit kBit there.
+template <int kBit>
+inline __m512i or_high_bit(__m512i v, __m512i h, int j) {
+  const __m512i at = j < kBit ? _mm512_slli_epi16(h, unsigned(kBit - j)) : _mm512_srli_epi16(h, unsigned(j - kBit));
+  return _mm512_ternarylogic_epi32(v, at, _mm512_set1_epi8(char(1 << kBit)), 0xF8);  // v | (at & bit)
+}
+
+// Q5_0: the nibbles plus the fifth bits (packed_layout.h).
 inline void unpack_codes(PackQ5_0, const uint8_t* codes, const uint8_t* high, __m512i v[8]) {
   unpack_nibbles(codes, v);
-  for (int j = 0; j < 8; ++j) {
-    uint64_t bits;
-    std::memcpy(&bits, high + 8 * j, 8);
-    v[j] = _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], _mm512_set1_epi8(16));
-  }
+  const __m512i h = _mm512_loadu_si512(high);
+  for (int j = 0; j < 8; ++j) v[j] = or_high_bit<4>(v[j], h, j);
 }
 
 }  // namespace

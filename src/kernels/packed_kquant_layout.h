@@ -27,8 +27,9 @@ namespace {
 // codes [256] s8 | dx f32 | xsum pairs [4] (two i16: sums of sub-blocks 2p and 2p + 1).
 
 //
-// Q5_K is the same with a fifth bit per code (q <= 31): after the codes, [8 sub-blocks][8 code
-// vectors] 64-bit masks of the fifth bits (512 bytes; one masked byte add per vector, as Q5_0),
+// Q5_K is the same with a fifth bit per code (q <= 31): after the codes, per sub-block the 64-byte
+// vector of its 8 code vectors' fifth bits as Q5_0 stores a block's (bit i of byte b: code vector
+// i, byte b; 512 bytes),
 // 3,008 bytes per super-block (+12 per row over the file's 176). Its activations are Q4_K's.
 
 constexpr int kSubBlocks = kQK_K / kQK;                   // 8 sub-blocks of 32 per super-block
@@ -98,7 +99,7 @@ inline void q4k_pack(const void* w, size_t row_bytes, int64_t rows, int64_t cols
         const int byte = 4 * r + e % 4;
         PackQ4_0::store(sb + 256 * size_t(j), nullptr, e / 4, byte, q);
         if constexpr (kFifth<B>) {
-          if ((blk.qh[e] >> j) & 1) high[64 * j + 8 * (e / 4) + byte / 8] |= uint8_t(1u << (byte % 8));
+          if ((blk.qh[e] >> j) & 1) high[64 * j + byte] |= uint8_t(1u << (e / 4));
         }
       }
     }
@@ -192,7 +193,8 @@ inline void chunk_pack_acts(const void* x, size_t x_stride, int64_t m, int64_t c
 // A super-block (256 columns) of a group of 16 rows:
 //   lo  [16][64]  the low two bits of code vectors 4i .. 4i+3 (vector 4i + j in bits 2j, 2j + 1,
 //                 as Q6_K's top bits)
-//   hb  [64][8]   Q3_K only: per code vector, the 64-bit mask of its third bits (byte b, bit b)
+//   hb  [8][64]   Q3_K only: the third bits of code vectors 8k .. 8k+7 as Q5_0 stores fifth bits
+//                 (bit j of byte b: code vector 8k + j, byte b)
 //   sc  [16][16]  chunk i, row r: Q3_K's signed scale (the 6-bit value minus 32), Q2_K's byte
 //                 as the file has it (4-bit scale | 4-bit min << 4)
 //   d   [16] f16, then Q2_K's dmin [16] f16
@@ -234,7 +236,7 @@ inline void low_bits_pack(const void* w, size_t row_bytes, int64_t rows, int64_t
       const int v = e / 4, byte = 4 * r + e % 4;  // code vector v, byte within it
       lo[64 * (v / 4) + byte] |= uint8_t(((blk.qs[32 * h + l] >> (2 * s2)) & 3) << (2 * (v % 4)));
       if constexpr (kThirdBit<B>) {
-        if ((blk.hmask[l] >> (4 * h + s2)) & 1) hb[8 * v + byte / 8] |= uint8_t(1u << (byte % 8));
+        if ((blk.hmask[l] >> (4 * h + s2)) & 1) hb[64 * (v / 8) + byte] |= uint8_t(1u << (v % 8));
       }
     }
   });

@@ -102,8 +102,9 @@ struct PackQ4_0 {
   }
 };
 
-// Q5_0: Q4_0's nibbles plus, per code vector, a 64-bit mask of the fifth bits (64 bytes),
-// code = q + 16 (nibble + 16 * fifth bit).
+// Q5_0: Q4_0's nibbles plus the fifth bits as one 64-byte vector: bit j of its byte b is the fifth
+// bit of byte b of code vector j (so one shift and one and put vector j's fifth bits at bit 4 of
+// its bytes), code = q + 16 (nibble + 16 * fifth bit).
 struct PackQ5_0 {
   using Block = BlockQ5_0;
   static constexpr int kBias = 16;
@@ -114,7 +115,7 @@ struct PackQ5_0 {
   }
   static void store(uint8_t* codes, uint8_t* high, int j, int byte, uint8_t c) {
     PackQ4_0::store(codes, nullptr, j, byte, uint8_t(c & 0x0F));
-    if (c & 0x10) high[8 * j + byte / 8] |= uint8_t(1u << (byte % 8));
+    if (c & 0x10) high[byte] |= uint8_t(1u << j);
   }
 };
 
