@@ -27,6 +27,7 @@
 // Compiled with AVX-512 and AMX flags; nothing here runs elsewhere.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,8 @@ struct alignas(64) TileConfig {
   uint16_t colsb[16] = {};  // bytes per row of each tile
   uint8_t rows[16] = {};
 };
+static_assert(sizeof(TileConfig) == 64 && offsetof(TileConfig, colsb) == 16 && offsetof(TileConfig, rows) == 48,
+              "ldtilecfg's memory layout");
 
 TileConfig tile_config() {
   TileConfig c;
