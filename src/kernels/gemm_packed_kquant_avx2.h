@@ -206,14 +206,14 @@ void chunk_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, f
         }
       }
       const __m256 d = load_f16x8(sc + 256 + 16 * h);
+      const __m256 dmin = C::kMins ? load_f16x8(sc + 256 + 32 + 16 * h) : d;
       for (int k = 0; k < NC; ++k) {
         float dx;
         std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
         const __m256 vdx = _mm256_set1_ps(dx);
         acc[hh][k] = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(isum[k]), acc[hh][k]);
         if constexpr (C::kMins)
-          acc[hh][k] = _mm256_fnmadd_ps(_mm256_mul_ps(load_f16x8(sc + 256 + 32 + 16 * h), vdx),
-                                        _mm256_cvtepi32_ps(msum[k]), acc[hh][k]);
+          acc[hh][k] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(msum[k]), acc[hh][k]);
       }
     }
   }

@@ -152,15 +152,14 @@ void chunk_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, flo
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 256)));
+    const __m512 dmin =
+        C::kMins ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 256 + 32))) : d;
     for (int k = 0; k < NC; ++k) {
       float dx;
       std::memcpy(&dx, x[k] + size_t(b) * kQ6ActBytes + kQK_K, 4);
       const __m512 vdx = _mm512_set1_ps(dx);
       acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum[k]), acc[k]);
-      if constexpr (C::kMins) {
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 256 + 32)));
-        acc[k] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(msum[k]), acc[k]);
-      }
+      if constexpr (C::kMins) acc[k] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(msum[k]), acc[k]);
     }
   }
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
