@@ -3,7 +3,8 @@
 // Decoding one token reads every weight once, so tokens/s can never exceed
 // bandwidth / weight_bytes. To measure the bandwidth that matters, the probe streams through a
 // buffer far larger than the last-level cache with every thread of the pool (one core alone
-// cannot saturate the memory controllers) and keeps the best of several passes.
+// cannot saturate the memory controllers) and keeps the best of several passes. The buffer is
+// huge-page advised like the weights, so TLB misses do not lower the figure.
 #pragma once
 
 #include <cstddef>
