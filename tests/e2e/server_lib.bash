@@ -7,18 +7,25 @@ server_cleanup() {
 }
 trap server_cleanup EXIT
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 # jget FILE EXPR: prints a value of the JSON in FILE (EXPR is Python over `j`).
 jget() { python3 -c "import json,sys;j=json.load(open(sys.argv[1]));print($2)" "$1" 2>/dev/null; }
 
-# start_server ARGS...: serves stories260K on a free port, waits (at most 60 s) for /health 200.
+# start_server ARGS...: serves stories260K on a port the OS picks (--port 0; read back from the
+# server's "listening on" line, so no other test's server can take it between a probe and the
+# bind), waits (at most 60 s) for /health 200 from that server. Sets PORT and URL.
 start_server() {
-  PORT=$(free_port)
-  URL="http://127.0.0.1:$PORT"
-  "$KVSERVE" serve -m "$STORIES" --port "$PORT" "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
+  PORT=""
+  URL=""
+  "$KVSERVE" serve -m "$STORIES" --port 0 "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
   SRV_PID=$!
   for _ in $(seq 1 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && return 0
+    if [ -z "$PORT" ]; then
+      PORT=$(sed -n 's|^kvserve: listening on http://[^:]*:\([0-9][0-9]*\) .*|\1|p' "$TMP/srv.out" | head -1)
+      [ -n "$PORT" ] && URL="http://127.0.0.1:$PORT"
+    fi
+    if [ -n "$PORT" ]; then
+      [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && return 0
+    fi
     kill -0 "$SRV_PID" 2>/dev/null || return 1
     sleep 0.1
   done
