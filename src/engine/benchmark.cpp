@@ -98,11 +98,12 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   layout.k_dtype = opts.kv_type_k.value_or(opts.kv_type);
   layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
   KVS_RETURN_IF_ERROR(layout.validate());
-  // One arena for the largest phase; phases run one after another on an emptied cache.
+  // One arena for the largest phase; phases run one after another on an emptied cache. The decode
+  // holds every batch size's sequences at once (their repetitions take turns).
   const int bs = opts.block_size;
-  const int max_batch = *std::max_element(opts.batch_sizes.begin(), opts.batch_sizes.end());
-  int64_t blocks =
-      std::max(ceil_div(prompt, bs), int64_t(max_batch) * ceil_div(prompt + opts.gen_tokens, bs));
+  int64_t total_seqs = 0;
+  for (int b : opts.batch_sizes) total_seqs += b;
+  int64_t blocks = std::max(ceil_div(prompt, bs), total_seqs * ceil_div(prompt + opts.gen_tokens, bs));
   if (opts.cache_compare)
     for (int64_t c : opts.compare_contexts)
       if (c <= ctx) blocks = std::max(blocks, ceil_div(c, bs));
@@ -145,7 +146,8 @@ std::vector<int32_t> Benchmark::random_tokens(int64_t n) {
 
 Status Benchmark::reset() {
   std::vector<KvCacheManager::SeqId> ids;
-  for (KvCacheManager::SeqId s = 0; s < 4096 && ids.size() < cache_.num_seqs(); ++s)
+  // Ours are 0 .. (sum of the batch sizes) - 1; stop once all are found.
+  for (KvCacheManager::SeqId s = 0; ids.size() < cache_.num_seqs(); ++s)
     if (cache_.has_seq(s)) ids.push_back(s);
   for (auto s : ids) KVS_RETURN_IF_ERROR(cache_.free(s));
   return Status::ok_status();
@@ -172,56 +174,77 @@ Expected<PrefillResult> Benchmark::run_prefill() {
   return res;
 }
 
-Expected<DecodeResult> Benchmark::run_decode(int batch_size) {
-  if (batch_size < 1) return invalid_argument("batch size must be >= 1");
+Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>& batches) {
+  for (int b : batches)
+    if (b < 1) return invalid_argument("batch size must be >= 1");
   KVS_RETURN_IF_ERROR(reset());
-  // Every sequence reserves its prompt + gen slots up front, so a repetition can replay the same
-  // decode positions (prompt .. prompt+gen-1) over the same prefilled context. Per step this does
-  // exactly the model work of live decoding; only the slot bookkeeping (append_slots, a few
-  // integer updates) is hoisted out of the timed loop.
-  for (int i = 0; i < batch_size; ++i) KVS_RETURN_IF_ERROR(cache_.allocate(i, prompt_ + gen_));
+  // One group of sequences per batch size (ids first .. first + B - 1). Every sequence reserves its
+  // prompt + gen slots up front, so a repetition can replay the same decode positions
+  // (prompt .. prompt+gen-1) over the same prefilled context. Per step this does exactly the model
+  // work of live decoding; only the slot bookkeeping (append_slots, a few integer updates) is
+  // hoisted out of the timed loop.
+  struct Group {
+    int batch = 0;
+    std::vector<int32_t> inputs;  // [gen][batch] decode inputs, drawn before timing
+    ForwardBatch step;
+    std::vector<double> rates, step_ms, starts;
+  };
+  std::vector<Group> groups(batches.size());
   std::vector<float> logits;
-  {
+  int32_t next_seq = 0;
+  for (size_t g = 0; g < batches.size(); ++g) {
+    Group& G = groups[g];
+    G.batch = batches[g];
     ForwardBatch pre;
-    for (int i = 0; i < batch_size; ++i) {
+    for (int i = 0; i < G.batch; ++i) {
+      const int32_t id = next_seq + i;
+      KVS_RETURN_IF_ERROR(cache_.allocate(id, prompt_ + gen_));
       std::vector<int32_t> t = random_tokens(prompt_);
       pre.tokens.insert(pre.tokens.end(), t.begin(), t.end());
-      pre.chunks.push_back({0, int32_t(prompt_), cache_.block_table(i), false});
+      pre.chunks.push_back({0, int32_t(prompt_), cache_.block_table(id), false});
+      G.step.chunks.push_back({prompt_, 1, cache_.block_table(id), false});
     }
+    next_seq += G.batch;
     KVS_RETURN_IF_ERROR(forward_.run(pre, &logits));
+    G.inputs = random_tokens(gen_ * G.batch);
+    G.step.tokens.resize(size_t(G.batch));
   }
-  // [gen][batch] decode inputs, drawn before timing.
-  std::vector<int32_t> inputs = random_tokens(gen_ * batch_size);
-  ForwardBatch step;
-  step.tokens.resize(size_t(batch_size));
-  for (int i = 0; i < batch_size; ++i) step.chunks.push_back({prompt_, 1, cache_.block_table(i), false});
-  std::vector<double> rates, step_ms;
+  Clock::time_point origin;  // the first repetition's start
   for (int r = 0; r < opts_.repeat; ++r) {
-    auto t0 = Clock::now();
-    for (int64_t s = 0; s < gen_; ++s) {
-      for (int i = 0; i < batch_size; ++i) {
-        step.tokens[size_t(i)] = inputs[size_t(s * batch_size + i)];
-        step.chunks[size_t(i)].start_pos = prompt_ + s;
+    for (Group& G : groups) {
+      auto t0 = Clock::now();
+      if (r == 0 && &G == &groups.front()) origin = t0;
+      G.starts.push_back(std::chrono::duration<double>(t0 - origin).count());
+      for (int64_t s = 0; s < gen_; ++s) {
+        for (int i = 0; i < G.batch; ++i) {
+          G.step.tokens[size_t(i)] = G.inputs[size_t(s * G.batch + i)];
+          G.step.chunks[size_t(i)].start_pos = prompt_ + s;
+        }
+        KVS_RETURN_IF_ERROR(forward_.run(G.step, &logits));
       }
-      KVS_RETURN_IF_ERROR(forward_.run(step, &logits));
+      double sec = seconds_since(t0);
+      G.rates.push_back(double(G.batch) * double(gen_) / sec);
+      G.step_ms.push_back(sec * 1e3 / double(gen_));
     }
-    double sec = seconds_since(t0);
-    rates.push_back(double(batch_size) * double(gen_) / sec);
-    step_ms.push_back(sec * 1e3 / double(gen_));
   }
   KVS_RETURN_IF_ERROR(reset());
-  DecodeResult res;
-  res.batch = batch_size;
-  res.context = prompt_;
-  res.steps = gen_;
-  res.tok_per_s = summarize(rates);
-  res.per_seq_tok_per_s = res.tok_per_s.best / batch_size;
-  res.ms_per_step = *std::min_element(step_ms.begin(), step_ms.end());
-  // Step s of a sequence attends prompt + s + 1 positions: prompt + (gen + 1) / 2 on average.
-  res.kv_bytes_per_step =
-      double(batch_size) * (double(prompt_) + double(gen_ + 1) / 2) * double(kv_.layout().bytes_per_token());
-  res.gb_per_s = (double(model_->weight_bytes()) + res.kv_bytes_per_step) / (res.ms_per_step * 1e-3) / 1e9;
-  return res;
+  std::vector<DecodeResult> out;
+  for (const Group& G : groups) {
+    DecodeResult res;
+    res.batch = G.batch;
+    res.context = prompt_;
+    res.steps = gen_;
+    res.tok_per_s = summarize(G.rates);
+    res.per_seq_tok_per_s = res.tok_per_s.best / G.batch;
+    res.ms_per_step = *std::min_element(G.step_ms.begin(), G.step_ms.end());
+    // Step s of a sequence attends prompt + s + 1 positions: prompt + (gen + 1) / 2 on average.
+    res.kv_bytes_per_step =
+        double(G.batch) * (double(prompt_) + double(gen_ + 1) / 2) * double(kv_.layout().bytes_per_token());
+    res.gb_per_s = (double(model_->weight_bytes()) + res.kv_bytes_per_step) / (res.ms_per_step * 1e-3) / 1e9;
+    res.rep_start_s = G.starts;
+    out.push_back(std::move(res));
+  }
+  return out;
 }
 
 Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
@@ -300,15 +323,11 @@ Expected<BenchReport> Benchmark::run_all() {
     rep.has_bandwidth = true;
     return Status::ok_status();
   };
-  for (int b : opts_.batch_sizes) {
-    const bool bracket = brackets && b == 1 && !rep.has_bandwidth;
-    if (bracket && passes_before > 0) KVS_RETURN_IF_ERROR(probe(passes_before));
-    KVS_ASSIGN_OR_RETURN(DecodeResult d, run_decode(b));
-    rep.decode.push_back(d);
-    if (bracket) {
-      KVS_RETURN_IF_ERROR(probe(opts_.bandwidth_passes - passes_before));
-      rep.bandwidth_around_batch1 = true;
-    }
+  if (brackets && passes_before > 0) KVS_RETURN_IF_ERROR(probe(passes_before));
+  KVS_ASSIGN_OR_RETURN(rep.decode, run_decode(opts_.batch_sizes));
+  if (brackets) {
+    KVS_RETURN_IF_ERROR(probe(opts_.bandwidth_passes - passes_before));
+    rep.bandwidth_around_batch1 = true;
   }
   if (opts_.cache_compare) {
     KVS_ASSIGN_OR_RETURN(rep.cache_compare, run_cache_compare());

@@ -4,9 +4,10 @@
 //   roofline tok/s = bandwidth / Model::weight_bytes().
 // A decode step also reads its sequences' K/V (all layers, every position attended): each decode
 // result counts those bytes too, and the report gives batch-1 decode's weights + K/V traffic as a
-// fraction of the bandwidth. The probe runs right before and right after the batch-1 decode
-// (passes split between the two), so both figures of that ratio come from the same minute: on a
-// shared VM the bandwidth one probe sees drifts by 2x over an hour.
+// fraction of the bandwidth. The probe runs right before and right after the decode runs when
+// batch 1 is among them (passes split between the two), so both figures of that ratio come from
+// the same minute: on a shared VM the bandwidth one probe sees drifts by 2x over an hour. For the
+// same reason the decode repetitions of the batch sizes take turns (run_decode).
 //
 // Inputs are random but valid token ids (a fixed seed): speed does not depend on what the
 // tokens say. Nothing here asserts a speed; callers (the CLI, docs) compare with targets.
@@ -76,6 +77,8 @@ struct DecodeResult {
   double ms_per_step = 0;        // best
   double kv_bytes_per_step = 0;  // K/V bytes attention reads per step, averaged over the steps
   double gb_per_s = 0;           // (weight + K/V bytes per step) / best step time, 1 GB = 1e9 bytes
+  // When each repetition started, seconds after the first timed decode step of the report.
+  std::vector<double> rep_start_s;
 };
 
 struct CacheCompareRow {
@@ -98,7 +101,7 @@ struct BenchReport {
   std::vector<DecodeResult> decode;
   bool has_bandwidth = false;
   MemBandwidth bandwidth;
-  bool bandwidth_around_batch1 = false;  // probed right before/after the batch-1 decode (else last)
+  bool bandwidth_around_batch1 = false;  // probed right before/after the decode runs, batch 1 among them (else last)
   double roofline_tok_per_s = 0;         // bandwidth / weight_bytes
   double roofline_fraction = 0;          // best batch-1 decode / roofline (0 without batch 1)
   double bandwidth_fraction = 0;         // batch-1 decode's gb_per_s / bandwidth (0 without batch 1)
@@ -111,7 +114,7 @@ MachineInfo detect_machine(int threads);
 class Benchmark {
  public:
   // Validates the options (positive sizes, batch sizes >= 1, repeat >= 1), loads the model and
-  // sizes one KV arena for the largest phase.
+  // sizes one KV arena for the largest phase (the decode: every batch's sequences at once).
   static Expected<std::unique_ptr<Benchmark>> create(const BenchOptions& opts);
 
   const Model& model() const { return *model_; }
@@ -121,9 +124,11 @@ class Benchmark {
 
   // One chunked prefill of the prompt per repetition.
   Expected<PrefillResult> run_prefill();
-  // `batch` sequences prefilled with the prompt, then steps where each step is one
-  // ForwardPass::run of `batch` one-token chunks.
-  Expected<DecodeResult> run_decode(int batch);
+  // For each batch size B: B sequences prefilled with the prompt, then repetitions of `gen`
+  // steps where each step is one ForwardPass::run of B one-token chunks. The repetitions of the
+  // batch sizes take turns (B1 B2 .. B1 B2 ..), so a ratio between two of them compares runs a
+  // few seconds apart, not phases of the machine minutes apart. One result per batch size.
+  Expected<std::vector<DecodeResult>> run_decode(const std::vector<int>& batches);
   // Per-token latency with and without the KV cache at each context of the options.
   Expected<std::vector<CacheCompareRow>> run_cache_compare();
   // Everything the options ask for, in the order above, then the bandwidth probe.

@@ -79,6 +79,14 @@ TEST(Benchmark, FullReportIsComplete) {
                 1e-9 * d.gb_per_s);
   }
 
+  // The batch sizes' repetitions take turns: 1, 3, 1, 3.
+  ASSERT_EQ(r.decode[0].rep_start_s.size(), 2u);
+  ASSERT_EQ(r.decode[1].rep_start_s.size(), 2u);
+  EXPECT_EQ(r.decode[0].rep_start_s[0], 0.0);
+  EXPECT_LT(r.decode[0].rep_start_s[0], r.decode[1].rep_start_s[0]);
+  EXPECT_LT(r.decode[1].rep_start_s[0], r.decode[0].rep_start_s[1]);
+  EXPECT_LT(r.decode[0].rep_start_s[1], r.decode[1].rep_start_s[1]);
+
   ASSERT_TRUE(r.has_bandwidth);
   EXPECT_GT(r.bandwidth.gb_per_s, 0);
   EXPECT_GE(r.bandwidth.gb_per_s, r.bandwidth.median_gb_per_s);
@@ -88,7 +96,7 @@ TEST(Benchmark, FullReportIsComplete) {
               1e-6 * r.roofline_tok_per_s);
   EXPECT_NEAR(r.roofline_fraction, r.decode[0].tok_per_s.best / r.roofline_tok_per_s, 1e-9);
   EXPECT_NEAR(r.bandwidth_fraction, r.decode[0].gb_per_s / r.bandwidth.gb_per_s, 1e-9);
-  // Probed around the batch-1 decode: one pass before, one after.
+  // Probed around the decode runs (batch 1 among them): one pass before, one after.
   EXPECT_TRUE(r.bandwidth_around_batch1);
   EXPECT_EQ(r.bandwidth.passes, 2);
   EXPECT_EQ(r.bandwidth.pass_gb_per_s.size(), 2u);
@@ -109,6 +117,30 @@ TEST(Benchmark, FullReportIsComplete) {
     EXPECT_LT(c.reduction_pct, 100.0);
   }
   EXPECT_TRUE(r.notes.empty());
+}
+
+// Every batch size gets its own sequences, even when one is listed twice, and the cache is empty
+// again afterwards (a second run finds room for all of them).
+TEST(Benchmark, DecodeGivesEachBatchSizeItsOwnSequences) {
+  BenchOptions o = tiny_options();
+  o.batch_sizes = {2, 2, 5};
+  o.repeat = 1;
+  auto b = Benchmark::create(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  for (int run = 0; run < 2; ++run) {
+    auto d = (*b)->run_decode(o.batch_sizes);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    ASSERT_EQ(d->size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ((*d)[i].batch, o.batch_sizes[i]);
+      EXPECT_GT((*d)[i].tok_per_s.best, 0);
+      ASSERT_EQ((*d)[i].rep_start_s.size(), 1u);
+      if (i > 0) {
+        EXPECT_LT((*d)[i - 1].rep_start_s[0], (*d)[i].rep_start_s[0]);
+      }
+    }
+  }
+  EXPECT_FALSE((*b)->run_decode({1, 0}).ok());
 }
 
 TEST(Benchmark, PromptIsShortenedToFitTheContext) {
