@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kernels/vec_dot.h"
+#include "util/units.h"
 
 namespace kvserve {
 namespace {
@@ -108,6 +109,14 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
     for (int64_t c : opts.compare_contexts)
       if (c <= ctx) blocks = std::max(blocks, ceil_div(c, bs));
   if (blocks > INT32_MAX) return out_of_memory("the benchmark needs more KV blocks than block ids exist");
+  // The arena is zero-filled up front: past the machine's memory that would end in the OOM killer,
+  // not in an error, so refuse what could not leave room for the weights and the probe's buffer.
+  const uint64_t ram = physical_memory_bytes();
+  const double kv_bytes = double(blocks) * double(layout.block_bytes());
+  if (ram > 0 && kv_bytes > 0.5 * double(ram))
+    return out_of_memory("the benchmark's KV cache (every --batch size's sequences of --prompt + --gen tokens at once) "
+                         "needs " + format_bytes(uint64_t(kv_bytes)) + ", more than half of this machine's " +
+                         format_bytes(ram) + ": use fewer or smaller --batch sizes or shorter --prompt/--gen");
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, int32_t(blocks)));
   auto b = std::unique_ptr<Benchmark>(
       new Benchmark(std::move(model), std::move(kv), opts, ctx, prompt, opts.gen_tokens));

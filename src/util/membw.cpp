@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "util/units.h"
+
 namespace kvserve {
 namespace {
 
@@ -73,8 +75,7 @@ size_t last_level_cache_bytes() {
 }
 
 size_t default_bandwidth_buffer_bytes() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  size_t ram = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  const size_t ram = size_t(physical_memory_bytes());
   if (ram == 0 || ram >= 8 * kGiB) return kGiB;
   // Small machines: still well beyond the caches, without taking a large share of RAM.
   return std::max(8 * last_level_cache_bytes(), 64 * kMiB);

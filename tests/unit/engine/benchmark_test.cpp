@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "util/units.h"
+
 namespace kvserve {
 namespace {
 
@@ -141,6 +143,28 @@ TEST(Benchmark, DecodeGivesEachBatchSizeItsOwnSequences) {
     }
   }
   EXPECT_FALSE((*b)->run_decode({1, 0}).ok());
+}
+
+// A KV arena for all batch sizes at once that would take more than half the machine's memory is
+// refused with an error before anything is allocated (the zero fill would meet the OOM killer).
+TEST(Benchmark, RefusesAKvCacheBeyondHalfTheMemory) {
+  const uint64_t ram = physical_memory_bytes();
+  if (ram == 0) GTEST_SKIP() << "physical memory unknown";
+  auto probe = Benchmark::create(tiny_options());
+  ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+  const ModelHparams& hp = (*probe)->model().hparams();
+  const int64_t ctx = (*probe)->context_length();
+  BenchOptions o = tiny_options();
+  o.gen_tokens = 4;
+  o.prompt_tokens = ctx - o.gen_tokens;
+  // f32 K and V of every layer; whole 16-token blocks per sequence.
+  const double seq_bytes = double((ctx + 15) / 16 * 16) * double(hp.n_layer) * 2 * hp.n_head_kv * hp.head_dim * 4;
+  const auto entries = size_t(0.5 * double(ram) / (4096 * seq_bytes)) + 1;
+  o.batch_sizes.assign(entries, 4096);
+  auto b = Benchmark::create(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(b.status().message().find("--batch"), std::string::npos) << b.status().message();
 }
 
 TEST(Benchmark, PromptIsShortenedToFitTheContext) {
