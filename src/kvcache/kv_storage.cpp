@@ -1,10 +1,10 @@
 #include "kvcache/kv_storage.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 #include <new>
 #include <string>
+
+#include "util/huge_pages.h"
 
 namespace kvserve {
 
@@ -17,14 +17,14 @@ Expected<KvStorage> KvStorage::create(const KvLayout& layout, int32_t num_blocks
     return invalid_argument("KV storage size overflows");
   // Aligned operator new (not mmap) so ASan sees overruns by attention kernels in tests; the
   // zero fill also commits every page now, so an oversized budget fails here, not mid-request.
-  // Arenas of 2 MiB or more are 2 MiB aligned and asked to be backed by transparent huge pages
-  // (THP is often "madvise" only): attention walks a sequence's blocks scattered over the whole
-  // arena, one 4 KiB page per K or V tile, and with 4 KiB pages every tile is a TLB miss.
-  const size_t align = total >= kHugePage ? kHugePage : kAlignment;
-  size_t alloc_bytes = (total + align - 1) / align * align;
+  // Arenas of 2 MiB or more are on huge pages (util/huge_pages.h): attention walks a sequence's
+  // blocks scattered over the whole arena, one 4 KiB page per K or V tile, and with 4 KiB pages
+  // every tile is a TLB miss.
+  const size_t align = huge_page_alignment(total, kAlignment);
+  const size_t alloc_bytes = round_up_to(total, align);
   void* p = ::operator new(alloc_bytes, std::align_val_t(align), std::nothrow);
   if (p == nullptr) return out_of_memory("cannot allocate " + std::to_string(total) + " bytes of KV storage");
-  if (align == kHugePage) (void)madvise(p, alloc_bytes, MADV_HUGEPAGE);  // a hint: failure is harmless
+  advise_huge_pages(p, alloc_bytes, align);
   std::memset(p, 0, alloc_bytes);
   return KvStorage(layout, num_blocks, static_cast<uint8_t*>(p), total, align);
 }

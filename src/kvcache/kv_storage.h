@@ -25,7 +25,6 @@ namespace kvserve {
 class KvStorage {
  public:
   static constexpr size_t kAlignment = 64;  // cache line / widest vector load (the minimum)
-  static constexpr size_t kHugePage = size_t(2) << 20;  // alignment of arenas this size or more
 
   // Allocates and zeroes num_blocks * layout.block_bytes() bytes. invalid_argument for a bad
   // layout or num_blocks <= 0, out_of_memory when the allocation fails.

@@ -10,6 +10,7 @@
 
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
+#include "util/huge_pages.h"
 
 namespace kvserve {
 namespace {
@@ -136,13 +137,11 @@ void Model::repack_weights() {
   size_t total = 0;
   for (const WeightMatrix* m : ms) total += round_up(packed_weight_bytes(k, *m), 64);
   if (total == 0) return;
-  // 2 MiB aligned and advised onto transparent huge pages when that big (as the KV arena): the
-  // GEMM streams these bytes every decode step.
-  constexpr size_t kHugePage = size_t(2) << 20;
-  const size_t align = total >= kHugePage ? kHugePage : 64;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(align, round_up(total, align)));
+  // On huge pages when that big (util/huge_pages.h): the GEMM streams these bytes every decode step.
+  const size_t align = huge_page_alignment(total, 64);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(align, round_up_to(total, align)));
   if (buf == nullptr) return;  // not fatal: the file layout works, only slower
-  if (align == kHugePage) (void)madvise(buf, round_up(total, align), MADV_HUGEPAGE);
+  advise_huge_pages(buf, round_up_to(total, align), align);
   packed_.reset(buf);
   packed_bytes_ = total;
   // Each matrix's place in the buffer, then the matrices packed by all cores (a 1B-parameter

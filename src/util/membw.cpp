@@ -1,7 +1,6 @@
 #include "util/membw.h"
 
 #include <immintrin.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "util/huge_pages.h"
 #include "util/units.h"
 
 namespace kvserve {
@@ -21,7 +21,6 @@ namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kGiB = size_t(1) << 30;
-constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kChunkBytes = 128;  // four 256-bit loads per loop iteration
 
 // "32768K" / "1024K" / "32M" as written in /sys/devices/system/cpu/cpu0/cache/index*/size.
@@ -112,15 +111,16 @@ Expected<MemBandwidth> measure_read_bandwidth(ThreadPool& pool, size_t buffer_by
   // One equal slice per thread, each a whole number of chunks.
   const size_t slice = buffer_bytes / size_t(nt) / kChunkBytes * kChunkBytes;
   const size_t total = slice * size_t(nt);
-  // 2 MiB-aligned and huge-page advised (THP is often "madvise" only), like the packed weights
-  // and the KV arena the roofline compares against. In 4 KiB pages, on our 2-vCPU VM: faulting
-  // 1 GiB took ~2 s (huge pages: ~75 ms), the first pass after it read 5-11 GB/s (dragging each
-  // probe's median down) and the best pass 62-65 GB/s against 66-72 in huge pages.
-  const size_t alloc_bytes = (total + kHugePage - 1) / kHugePage * kHugePage;
-  void* raw = std::aligned_alloc(kHugePage, alloc_bytes);
+  // On huge pages like the packed weights and the KV arena the roofline compares against
+  // (util/huge_pages.h). In 4 KiB pages, on our 2-vCPU VM: faulting 1 GiB took ~2 s (huge pages:
+  // ~75 ms), the first pass after it read 5-11 GB/s (dragging each probe's median down) and the
+  // best pass 62-65 GB/s against 66-72 in huge pages.
+  const size_t align = huge_page_alignment(total, 64);
+  const size_t alloc_bytes = round_up_to(total, align);
+  void* raw = std::aligned_alloc(align, alloc_bytes);
   if (raw == nullptr)
     return out_of_memory("bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
-  (void)madvise(raw, alloc_bytes, MADV_HUGEPAGE);  // a hint: failure only costs time
+  advise_huge_pages(raw, alloc_bytes, align);
   auto* buf = static_cast<uint8_t*>(raw);
   // Each thread writes its own slice first, so pages are faulted in before timing and, on a
   // NUMA machine, land on the node of the thread that will read them.
