@@ -44,9 +44,9 @@ void halves_tile(int64_t cols, const uint8_t* w, int h0, const float* const* x, 
   int64_t c = 0;
   for (; c + 2 <= cols; c += 2) {
     const uint8_t* p = w + size_t(c) * kStep;
-    if (h0 == 0) {  // the pass that streams the group from memory, 8 KiB ahead (as the AVX-512 file)
-      prefetch_line(p + 8192);
-      if constexpr (kStep == 64) prefetch_line(p + 8192 + 64);
+    if (h0 == 0) {  // the pass that streams the group from memory (packed_layout.h's hint)
+      hint_weights(p + kWeightHintBytes);
+      if constexpr (kStep == 64) hint_weights(p + kWeightHintBytes + 64);
     }
     for (int h = 0; h < H; ++h) {
       const __m256 w0 = L::load(p + kHalf * size_t(h0 + h)), w1 = L::load(p + kStep + kHalf * size_t(h0 + h));

@@ -56,10 +56,10 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
   int64_t c = 0;
   for (; c + 2 <= cols; c += 2) {
     const uint8_t* p = w + size_t(c) * kStep;
-    // 8 KiB ahead: the decode-sized case streams the group from memory (see the quantized file);
-    // 2 KiB was too short to cover the latency (smollm F16 decode batch 8 ~790 -> ~940 tok/s).
-    prefetch_line(p + 8192);
-    if constexpr (kStep == 64) prefetch_line(p + 8192 + 64);
+    // The decode-sized case streams the group from memory (packed_layout.h's hint; on the Zen 5 VM
+    // a hint 2 KiB ahead was too short to cover the latency: smollm F16 batch 8 ~790 -> ~940 tok/s at 8 KiB).
+    hint_weights(p + kWeightHintBytes);
+    if constexpr (kStep == 64) hint_weights(p + kWeightHintBytes + 64);
     const __m512 w0 = F::load(p), w1 = F::load(p + kStep);
     for (int k = 0; k < NC; ++k) {
       a0[k] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k][c]), a0[k]);

@@ -59,7 +59,7 @@ void q4k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, flo
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
     if (h0 == 0)  // the pass that streams the super-block from memory
-      for (size_t o = 0; o < kSuper; o += 64) prefetch_line(sb + 2 * kSuper + o);
+      for (size_t o = 0; o < kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
@@ -174,7 +174,7 @@ void chunk_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, f
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * C::kSuper;
     if (h0 == 0)
-      for (size_t o = 0; o < C::kSuper; o += 64) prefetch_line(sb + 2 * C::kSuper + o);
+      for (size_t o = 0; o < C::kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* sc = sb + C::kScales;
     for (int hh = 0; hh < H; ++hh) {
       const int h = h0 + hh;

@@ -22,7 +22,7 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
-    for (size_t o = 0; o < kSuper; o += 64) prefetch_line(sb + 2 * kSuper + o);
+    for (size_t o = 0; o < kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
@@ -131,7 +131,7 @@ void chunk_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, flo
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * C::kSuper;
-    for (size_t o = 0; o < C::kSuper; o += 64) prefetch_line(sb + 2 * C::kSuper + o);
+    for (size_t o = 0; o < C::kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* sc = sb + C::kScales;
     __m512i isum[NC], msum[NC];
     for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();

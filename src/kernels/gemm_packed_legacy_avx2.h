@@ -36,9 +36,6 @@
 namespace kvserve {
 namespace {
 
-// Blocks ahead whose codes are hinted into L1, as the AVX-512 path does (gemm_packed_avx512.cpp).
-constexpr int64_t kPrefetchBlocks = 8;
-
 // Half h (weight rows 8h .. 8h+7) of code vector j of a block: elements 4j .. 4j+3 of those rows.
 // Q8_0 gives signed q, the others unsigned codes. One vector at a time, so that a tile of four
 // activation rows keeps its accumulators in registers.
@@ -111,9 +108,9 @@ void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float*
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* cb = codes + size_t(b) * F::kCodeBytes;
     if (h0 == 0) {  // the pass that streams the codes (and the scale and fifth-bit streams) from memory
-      for (size_t o = 0; o < F::kCodeBytes; o += 64) prefetch_line(cb + kPrefetchBlocks * F::kCodeBytes + o);
-      if (b % 2 == 0) prefetch_line(scales + size_t(b + kPrefetchBlocks) * kScaleBytes);
-      if constexpr (F::kHighBytes > 0) prefetch_line(high + size_t(b + kPrefetchBlocks) * F::kHighBytes);
+      for (size_t o = 0; o < F::kCodeBytes; o += 64) hint_weights(cb + kWeightHintBytes + o);
+      if (b % 2 == 0) hint_weights(scales + size_t(b) * kScaleBytes + kWeightHintBytes);
+      if constexpr (F::kHighBytes > 0) hint_weights(high + size_t(b) * F::kHighBytes + kWeightHintBytes);
     }
     for (int h = 0; h < H; ++h) {
       __m256i s[NC];
