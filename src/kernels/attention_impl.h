@@ -21,17 +21,21 @@ static inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& k
   return plane0 + size_t(block) * kv.block_stride + rows * row_bytes;
 }
 
-// Positions ahead of the current tile whose K and V rows are hinted into L1. A sequence's blocks
+// Positions ahead of the current tile whose K and V rows are hinted into cache. A sequence's blocks
 // of one layer are scattered over the arena in 16-slot pieces, too short for the hardware
 // prefetchers to ramp up on, so without hints the loop waits on memory at every block; two
 // 16-position tiles ahead covers the latency (decode step's attention at context 2048, one
 // thread: ~5.3 -> ~4.4 ms in kvs_microbench; distances 1..4 measured, 2 best).
 constexpr int64_t kPrefetchAhead = 32;
 
-// prefetcht0 of p's cache line. Inline asm, not __builtin_prefetch / _mm_prefetch: GCC 12 deems a
-// function whose only effects are prefetches pure and deletes calls to it (checked: the AVX-512
-// attention object held no prefetch at all), so the hint must be a volatile side effect.
-static inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+// prefetcht1 (into L2) of p's cache line. L2, not L1: on the Zen 4 VM smollm decode at context 2048
+// (q8_0 K/V) went from ~140 to ~165 tok/s at batch 1 and from ~260 to ~375 at batch 8 (three
+// alternations; 16 and 48 positions ahead no better), like the packed GEMMs' weight hint
+// (packed_layout.h); on the Zen 5 VM L2 hints here had measured no better than L1. Inline asm, not
+// __builtin_prefetch / _mm_prefetch: GCC 12 deems a function whose only effects are prefetches pure
+// and deletes calls to it (checked: the AVX-512 attention object held no prefetch at all), so the
+// hint must be a volatile side effect.
+static inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
 
 // Hints the rows of up to `count` positions from `pos` (clipped to its block and to `end`).
 static inline void prefetch_positions(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t pos, int count,
