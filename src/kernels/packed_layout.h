@@ -47,10 +47,6 @@ inline int32_t load_i32(const int8_t* p) {
   return v;
 }
 
-// prefetcht0 of p's line. Inline asm because GCC may delete a __builtin_prefetch it deems pure
-// (kernels/attention_impl.h).
-inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
-
 // The weight-stream hint of every packed GEMM: a decode-sized call streams each packed weight byte
 // from memory once, and the kernels hint the line kWeightHintBytes ahead of the one they read
 // (each block's code lines, its scale and fifth-bit lines) into L2 with prefetcht1.
@@ -58,9 +54,10 @@ inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht0 %0" : : "
 // 8 blocks ahead (4 KiB of Q8_0 codes, chosen on a Zen 5 VM), decoded no faster than no hint at
 // all, while prefetcht1 16 KiB ahead lifted smollm-135m decode batch 1 from ~155 to ~212 tok/s
 // (Q8_0) and from ~200 to ~300 (Q4_K_M), AVX2 tables alike (8 KiB: the same; 32 KiB: ~5% less;
-// hinting every other line: ~15% less). An L1 hint that far ahead would be evicted before use.
+// hinting every other line: ~15% less; L1 hints 8 or 16 KiB ahead: no better than none).
 // A hint past the end of the matrix lands in other weights or unmapped space: harmless, a
-// prefetch never faults.
+// prefetch never faults. Inline asm because GCC may delete a __builtin_prefetch it deems pure
+// (kernels/attention_impl.h).
 constexpr size_t kWeightHintBytes = 16 * 1024;
 inline void hint_weights(const uint8_t* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
 
