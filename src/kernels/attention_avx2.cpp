@@ -84,6 +84,34 @@ inline __m256 chunk(const uint8_t* row, int c) {
   }
 }
 
+// Chunks c and c + 1 (c even) of a stored row, as chunk<T> gives them (bit for bit). For the
+// quantized types both lie in one 32-value group: its scale is converted once, which chunk<T>
+// called twice cannot do when c is a run-time value (accumulate_pass; see attention_avx512.cpp).
+template <KvElem T>
+inline void chunk_pair(const uint8_t* row, int c, __m256* lo, __m256* hi) {
+  if constexpr (T == KvElem::Q8_0) {
+    const uint8_t* g = row + 34 * (c / 4);
+    const __m256 d = f16_scale(g);
+    const uint8_t* q = g + 2 + 8 * (c % 4);
+    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)))));
+    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8)))));
+  } else if constexpr (T == KvElem::Q4_0) {
+    const uint8_t* g = row + 18 * (c / 4);
+    const __m256 d = f16_scale(g);
+    const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2)));
+    const __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 10)));
+    const bool high = c % 4 >= 2;
+    const __m256i mask = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+    const __m256i n0 = high ? _mm256_srli_epi32(b0, 4) : _mm256_and_si256(b0, mask);
+    const __m256i n1 = high ? _mm256_srli_epi32(b1, 4) : _mm256_and_si256(b1, mask);
+    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(n0, eight)));
+    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(n1, eight)));
+  } else {
+    *lo = chunk<T>(row, c);
+    *hi = chunk<T>(row, c + 1);
+  }
+}
+
 // t[g][j] = q[g] * K[j] lane-wise summed over the head dim (not yet reduced across lanes) for the
 // 8 rows krow[0..8): each K row is loaded (and dequantized) once for all G heads.
 template <KvElem KT, int NC>
@@ -119,7 +147,11 @@ inline void accumulate_pass(const uint8_t* const* vrow, int T, const float (*p)[
   }
   for (int j = 0; j < T; ++j) {
     __m256 v[NCC];
-    for (int k = 0; k < NCC; ++k) v[k] = chunk<VT>(vrow[j], c0 + k);
+    if constexpr (NCC % 2 == 0) {  // c0 is a multiple of NCC (accumulate), so even
+      for (int k = 0; k < NCC; k += 2) chunk_pair<VT>(vrow[j], c0 + k, &v[k], &v[k + 1]);
+    } else {
+      for (int k = 0; k < NCC; ++k) v[k] = chunk<VT>(vrow[j], c0 + k);
+    }
     for (int g = 0; g < G; ++g) {
       const __m256 w = _mm256_broadcast_ss(&p[g][j]);
       for (int k = 0; k < NCC; ++k) a[g][k] = _mm256_fmadd_ps(w, v[k], a[g][k]);
