@@ -61,6 +61,21 @@ inline __m256 f16_scale(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_set1_epi16(int16_t(h)));
 }
 
+// The unscaled codes of a quantized 32-value group g as f32, 8 values at a time: quarter i (0..3)
+// of a q8_0 group [f16 d][32 x int8]; of a q4_0 group [f16 d][16 bytes] (values 0..15 in the low
+// nibbles, 16..31 in the high ones, stored with +8) the nibbles `high` of widened bytes b
+// (q4_bytes: bytes 0..7 or 8..15).
+inline __m256 q8_codes(const uint8_t* g, int i) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2 + 8 * i))));
+}
+inline __m256i q4_bytes(const uint8_t* g, int half) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2 + 8 * half)));
+}
+inline __m256 q4_codes(__m256i b, bool high) {
+  const __m256i n = high ? _mm256_srli_epi32(b, 4) : _mm256_and_si256(b, _mm256_set1_epi32(0x0F));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(n, _mm256_set1_epi32(8)));
+}
+
 // Chunk c (values 8c .. 8c+7) of a stored row as f32, dequantized in registers, bit for bit as
 // kv_dequantize_row_scalar (each value d * q rounded once).
 template <KvElem T>
@@ -72,15 +87,12 @@ inline __m256 chunk(const uint8_t* row, int c) {
   } else if constexpr (T == KvElem::BF16) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * c)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  } else if constexpr (T == KvElem::Q8_0) {  // groups of [f16 d][32 x int8]
+  } else if constexpr (T == KvElem::Q8_0) {
     const uint8_t* g = row + 34 * (c / 4);
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2 + 8 * (c % 4)));
-    return _mm256_mul_ps(f16_scale(g), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-  } else {  // Q4_0: groups of [f16 d][16 bytes], low nibbles values 0..15, high nibbles 16..31
+    return _mm256_mul_ps(f16_scale(g), q8_codes(g, c % 4));
+  } else {
     const uint8_t* g = row + 18 * (c / 4);
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2 + 8 * (c % 2))));
-    const __m256i n = c % 4 >= 2 ? _mm256_srli_epi32(b, 4) : _mm256_and_si256(b, _mm256_set1_epi32(0x0F));
-    return _mm256_mul_ps(f16_scale(g), _mm256_cvtepi32_ps(_mm256_sub_epi32(n, _mm256_set1_epi32(8))));
+    return _mm256_mul_ps(f16_scale(g), q4_codes(q4_bytes(g, c % 2), c % 4 >= 2));
   }
 }
 
@@ -92,20 +104,13 @@ inline void chunk_pair(const uint8_t* row, int c, __m256* lo, __m256* hi) {
   if constexpr (T == KvElem::Q8_0) {
     const uint8_t* g = row + 34 * (c / 4);
     const __m256 d = f16_scale(g);
-    const uint8_t* q = g + 2 + 8 * (c % 4);
-    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)))));
-    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8)))));
+    *lo = _mm256_mul_ps(d, q8_codes(g, c % 4));
+    *hi = _mm256_mul_ps(d, q8_codes(g, c % 4 + 1));
   } else if constexpr (T == KvElem::Q4_0) {
     const uint8_t* g = row + 18 * (c / 4);
     const __m256 d = f16_scale(g);
-    const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2)));
-    const __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 10)));
-    const bool high = c % 4 >= 2;
-    const __m256i mask = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
-    const __m256i n0 = high ? _mm256_srli_epi32(b0, 4) : _mm256_and_si256(b0, mask);
-    const __m256i n1 = high ? _mm256_srli_epi32(b1, 4) : _mm256_and_si256(b1, mask);
-    *lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(n0, eight)));
-    *hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(n1, eight)));
+    *lo = _mm256_mul_ps(d, q4_codes(q4_bytes(g, 0), c % 4 >= 2));
+    *hi = _mm256_mul_ps(d, q4_codes(q4_bytes(g, 1), c % 4 >= 2));
   } else {
     *lo = chunk<T>(row, c);
     *hi = chunk<T>(row, c + 1);

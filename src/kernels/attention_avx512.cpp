@@ -86,6 +86,20 @@ inline __m512 f16_scale(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_set1_epi16(int16_t(h)));
 }
 
+// The unscaled codes of a quantized 32-value group g as f32, 16 values per half h (0 or 1):
+// q8_0 groups are [f16 d][32 x int8]; q4_0 groups [f16 d][16 bytes], values 0..15 in the low
+// nibbles and 16..31 in the high ones, stored with +8 (b: the group's bytes widened, q4_bytes).
+inline __m512 q8_codes(const uint8_t* g, int h) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + 16 * h))));
+}
+inline __m512i q4_bytes(const uint8_t* g) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
+}
+inline __m512 q4_codes(__m512i b, int h) {
+  const __m512i n = h ? _mm512_srli_epi32(b, 4) : _mm512_and_si512(b, _mm512_set1_epi32(0x0F));
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(n, _mm512_set1_epi32(8)));
+}
+
 // Chunk c (values 16c .. 16c+15) of a stored row as f32, dequantized in registers, bit for bit as
 // kv_dequantize_row_scalar (each value d * q rounded once). No copy of the row is written: stores
 // are what limited the first version of this kernel (a dequantized tile costs as many 64-byte
@@ -99,38 +113,34 @@ inline __m512 chunk(const uint8_t* row, int c) {
   } else if constexpr (T == KvElem::BF16) {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-  } else if constexpr (T == KvElem::Q8_0) {  // groups of [f16 d][32 x int8]
+  } else if constexpr (T == KvElem::Q8_0) {
     const uint8_t* g = row + 34 * (c / 2);
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 + 16 * (c % 2)));
-    return _mm512_mul_ps(f16_scale(g), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  } else {  // Q4_0: groups of [f16 d][16 bytes], low nibbles values 0..15, high nibbles 16..31
+    return _mm512_mul_ps(f16_scale(g), q8_codes(g, c % 2));
+  } else {
     const uint8_t* g = row + 18 * (c / 2);
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
-    const __m512i n = c % 2 ? _mm512_srli_epi32(b, 4) : _mm512_and_si512(b, _mm512_set1_epi32(0x0F));
-    return _mm512_mul_ps(f16_scale(g), _mm512_cvtepi32_ps(_mm512_sub_epi32(n, _mm512_set1_epi32(8))));
+    return _mm512_mul_ps(f16_scale(g), q4_codes(q4_bytes(g), c % 2));
   }
 }
 
 // Chunks c and c + 1 (c even) of a stored row, as chunk<T> gives them (bit for bit). For the
-// quantized types the two share one 32-value group: its scale is converted once (and Q4_0's 16
-// code bytes loaded once), which chunk<T> called twice cannot do when c is not a compile-time
-// constant (accumulate_pass: 4 of ~42 instructions per position for q8_0 V; one head group over
-// 2048 L2-resident positions, kvs_microbench BM_paged_attention_group3/2048: q8_0 36.3 -> 35.2 us,
+// quantized types the two share one group: its scale is converted once (and Q4_0's code bytes
+// loaded once), which chunk<T> called twice cannot do when c is not a compile-time constant
+// (accumulate_pass: 4 of ~42 instructions per position for q8_0 V; one head group over 2048
+// L2-resident positions, kvs_microbench BM_paged_attention_group3/2048: q8_0 36.3 -> 35.2 us,
 // q4_0 39.1 -> 37.0; batch-8 decode at context 512 within noise, +0-2%).
 template <KvElem T>
 inline void chunk_pair(const uint8_t* row, int c, __m512* lo, __m512* hi) {
   if constexpr (T == KvElem::Q8_0) {
     const uint8_t* g = row + 34 * (c / 2);
     const __m512 d = f16_scale(g);
-    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)))));
-    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 18)))));
+    *lo = _mm512_mul_ps(d, q8_codes(g, 0));
+    *hi = _mm512_mul_ps(d, q8_codes(g, 1));
   } else if constexpr (T == KvElem::Q4_0) {
     const uint8_t* g = row + 18 * (c / 2);
     const __m512 d = f16_scale(g);
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
-    const __m512i eight = _mm512_set1_epi32(8);
-    *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x0F)), eight)));
-    *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 4), eight)));
+    const __m512i b = q4_bytes(g);
+    *lo = _mm512_mul_ps(d, q4_codes(b, 0));
+    *hi = _mm512_mul_ps(d, q4_codes(b, 1));
   } else {
     *lo = chunk<T>(row, c);
     *hi = chunk<T>(row, c + 1);
