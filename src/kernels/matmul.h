@@ -14,6 +14,15 @@ namespace kvserve {
 
 class ThreadPool;
 struct KernelTable;
+struct WeightMatrix;
+
+// The matrices of the matmul that follows the current pool pass (none: count 0). Each thread,
+// once done with its share of the pass, hints into L2 the first weight bytes it is expected to
+// read there, so the next matmul starts on a warm stream instead of a cold one.
+struct NextWeights {
+  const WeightMatrix* ws = nullptr;
+  int count = 0;
+};
 
 // A row-major weight matrix as stored in a GGUF file: `rows` output features, each a row of `cols`
 // input features encoded as `type`. row_bytes is the stride between rows (normally
@@ -44,11 +53,12 @@ void pack_weight(const KernelTable& kernels, WeightMatrix* w, void* dst);
 // pool may be null (single thread). The result does not depend on the number of threads.
 // Scratch for the converted activations is a per-calling-thread buffer that grows to the largest
 // call and is reused, so the steady state does not allocate.
-void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool* pool);
+void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool* pool,
+            const NextWeights& next = {});
 
 // As matmul, with an explicit kernel table (tests compare instruction sets with it).
 void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
-                         float* y, ThreadPool* pool);
+                         float* y, ThreadPool* pool, const NextWeights& next = {});
 
 // Several matrices applied to the same input in one pass of the thread pool (one barrier instead
 // of `count`): ys[j] = x * ws[j]^T exactly as matmul(ws[j], x, m, ys[j], pool) computes it, bit for
@@ -56,9 +66,22 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
 // after the FFN norm. count <= 8; ys[j] is [m][ws[j].rows] and must not alias x or another ys.
 // When the matrices differ in cols or activation encoding, or pool is null, it is simply one
 // matmul per matrix.
-void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool);
+void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool,
+                  const NextWeights& next = {});
 void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
-                               int64_t m, float* const* ys, ThreadPool* pool);
+                               int64_t m, float* const* ys, ThreadPool* pool, const NextWeights& next = {});
+
+// The first weight bytes thread `thread` of `pool` is expected to read in a matmul(_multi) of m
+// activation rows over next (the active kernel table's layout; ThreadPool::first_index), capped at
+// the size of the hint; empty when that call would not be hinted (m beyond a small batch, or no
+// matrices).
+struct WeightSpan {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread);
+// Prefetches that span into L2: the hint NextWeights gives, for pool passes outside matmul.
+void hint_next_weights(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread);
 
 // Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
 // Aborts on an id outside [0, w.rows).

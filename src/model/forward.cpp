@@ -219,6 +219,14 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const LayerWeights& L) {
   const ModelHparams& hp = model_.hparams();
   const int64_t T = int64_t(batch.tokens.size());
+  // Each thread done with its attention share warms the start of its share of wo (one pointer
+  // captured: no allocation for the std::function).
+  const struct {
+    NextWeights next;
+    int64_t m;
+    const ThreadPool* pool;
+  } wo{{&L.wo, 1}, T, &pool_};
+  const ThreadPool::ThreadFn hint_wo = [&wo](int t) { hint_next_weights(wo.next, wo.m, *wo.pool, t); };
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
   const int64_t nkv = hp.n_head_kv;
@@ -243,7 +251,7 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
         attention_group_range_heads(paged_kv_view(kv_, layer, item_table(i0)), item_first(batch, i0), item_end(i0), 0,
                                     int(nkv), &q_[off], group, scale, &attn_[off]);
       }
-    });
+    }, 1, &hint_wo);
     return;
   }
   if (!attn_units_) {
@@ -253,7 +261,7 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
         paged_attention_group(kv_, layer, item_table(i), item_first(batch, i), item_end(i), int(i % nkv), &q_[off],
                               group, scale, &attn_[off]);
       }
-    });
+    }, 1, &hint_wo);
     return;
   }
   // The unit of item i for absolute chunk a (positions [a * C, (a + 1) * C)).
@@ -311,7 +319,7 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
       attention_partial(view, attention_chunk_begin(first, c), attention_chunk_end(first, item_end(i), c),
                         int(i % nkv), &q_[item_offset(i)], group, scale, &attn_partials_[size_t(u) * pf]);
     }
-  });
+  }, 1, &hint_wo);
   auto merge_items = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       float* first = &attn_partials_[size_t(unit_first_[size_t(i)]) * pf];
@@ -376,7 +384,7 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       // One activation conversion and one pool pass for the three projections of h.
       const WeightMatrix qkv[3] = {L.wq, L.wk, L.wv};
       float* const outs[3] = {q_.data(), k_.data(), v_.data()};
-      matmul_multi(qkv, 3, h, T, outs, &pool_);
+      matmul_multi(qkv, 3, h, T, outs, &pool_, {&L.wo, 1});
     }
     if (!attn_prepares_tokens_) {
       for_tokens(T, [&](int64_t t0, int64_t t1) {
@@ -385,7 +393,8 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       store_kv(batch, l);
     }
     attention_layer(batch, l, L);
-    matmul(L.wo, attn_.data(), T, h, &pool_);
+    const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
+    matmul(L.wo, attn_.data(), T, h, &pool_, {gate_up, 2});
 
     // --- feed-forward sub-layer (SwiGLU), after the attention residual ---
     for_tokens(T, [&](int64_t t0, int64_t t1) {
@@ -395,15 +404,20 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       }
     });
     {
-      const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
       float* const outs[2] = {gate_.data(), up_.data()};
-      matmul_multi(gate_up, 2, h, T, outs, &pool_);
+      matmul_multi(gate_up, 2, h, T, outs, &pool_, {&L.w_down, 1});
     }
     const int64_t F = hp.n_ff;
     for_tokens(T, [&](int64_t t0, int64_t t1) {
       swiglu(&gate_[size_t(t0 * F)], &up_[size_t(t0 * F)], (t1 - t0) * F, &gate_[size_t(t0 * F)]);
     });
-    matmul(L.w_down, gate_.data(), T, h, &pool_);
+    if (l + 1 < hp.n_layer) {
+      const LayerWeights& N = w.layers[size_t(l + 1)];
+      const WeightMatrix next_qkv[3] = {N.wq, N.wk, N.wv};
+      matmul(L.w_down, gate_.data(), T, h, &pool_, {next_qkv, 3});
+    } else {
+      matmul(L.w_down, gate_.data(), T, h, &pool_, {&w.output, 1});
+    }
     for_tokens(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) add(x + t * E, h + t * E, E, x + t * E);
     });

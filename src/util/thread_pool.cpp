@@ -61,9 +61,13 @@ uint32_t ThreadPool::claim_size(uint32_t next, uint32_t end) const {
 void ThreadPool::run_ranges(int thread_index) {
   int64_t ran = 0;
   const RangeFn* fn = nullptr;
+  const ThreadFn* after = nullptr;
   auto run = [&](uint32_t b, uint32_t e) {
     // After a successful claim the job is pinned until `ran` is counted (see job_fn_).
-    if (fn == nullptr) fn = job_fn_.load(std::memory_order_relaxed);
+    if (fn == nullptr) {
+      fn = job_fn_.load(std::memory_order_relaxed);
+      after = job_after_.load(std::memory_order_relaxed);
+    }
     (*fn)(int64_t(b), int64_t(e), thread_index);
     ran += int64_t(e - b);
   };
@@ -98,23 +102,26 @@ void ThreadPool::run_ranges(int thread_index) {
       }
     }
   }
+  if (after != nullptr) (*after)(thread_index);
   if (ran > 0) done_.fetch_add(ran, std::memory_order_release);
 }
 
-void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, const ThreadFn* after) {
   if (n <= 0) return;
   if (num_threads_ <= 1 || n == 1) {
     fn(0, n, 0);
+    if (after != nullptr) (*after)(0);
     return;
   }
   if (n > kMaxRound) {  // rounds of 32-bit indices
     for (int64_t base = 0; base < n; base += kMaxRound) {
       const RangeFn shifted = [&](int64_t b, int64_t e, int t) { fn(base + b, base + e, t); };
-      parallel_for(std::min(kMaxRound, n - base), shifted, grain);
+      parallel_for(std::min(kMaxRound, n - base), shifted, grain, base + kMaxRound >= n ? after : nullptr);
     }
     return;
   }
   job_fn_.store(&fn, std::memory_order_relaxed);
+  job_after_.store(after, std::memory_order_relaxed);
   job_grain_.store(uint32_t(std::clamp<int64_t>(grain, 1, kMaxRound)), std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   const int64_t per = n / num_threads_, rem = n % num_threads_;

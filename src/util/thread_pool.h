@@ -19,6 +19,7 @@
 // thread_index is unique among the concurrently running calls of fn.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -43,7 +44,17 @@ class ThreadPool {
   // Blocks until all are done. Not reentrant: call from one thread at a time. A claim takes at
   // least `grain` indices where that many are left (for work whose cost per call falls with the
   // range's length, such as a prefill GEMM that re-reads its activations once per call).
-  void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
+  // `after`, when given, runs once on each thread that ran part of the job, after its last range
+  // and before the job counts as done (for hints about the next job: see first_index).
+  using ThreadFn = std::function<void(int)>;
+  void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1, const ThreadFn* after = nullptr);
+
+  // The first index thread `thread` claims of a job of n indices when it takes part (the start of
+  // its own segment). Only a hint: which thread runs what is not guaranteed.
+  int64_t first_index(int64_t n, int thread) const {
+    const int64_t per = n / num_threads_, rem = n % num_threads_;
+    return thread * per + std::min<int64_t>(thread, rem);
+  }
 
   static int default_threads();
 
@@ -62,6 +73,7 @@ class ThreadPool {
   // the caller rewrites it only after every unit of that job is done, so whatever job a claim
   // took units of is the one it belongs to (no tag needed, even for a worker late by many jobs).
   std::atomic<const RangeFn*> job_fn_{nullptr};
+  std::atomic<const ThreadFn*> job_after_{nullptr};
   std::atomic<uint32_t> job_grain_{1};
 
   // One per thread, a cache line each: bits 63..32 the next unclaimed index, 31..0 the end of

@@ -429,6 +429,44 @@ TEST(PackedMatmul, AmxKernelWithEmulatedTilesIsBitIdenticalToAvx512) {
   expect_bit_identical_to_avx512(emulated);
 }
 
+// NextWeights: each thread hints where its share of the next pass starts (the start of its pool
+// segment of that pass's units), capped, for decode-sized calls only.
+TEST(NextWeights, StartIsEachThreadsFirstUnit) {
+  const KernelTable& k = active_kernels();  // the table matmul() (and the hint) uses
+  ThreadPool pool(2);
+  auto a = make_weights(GgmlType::Q8_0, 64, 576, 1u);  // 64 rows: 4 packed groups, 8 units of 8 rows
+  auto b = make_weights(GgmlType::Q8_0, 32, 576, 2u);
+  const size_t rb = a.matrix.row_bytes;
+  // File layout (no packed copy): units of kRowUnit (8) rows, or single rows.
+  const WeightMatrix plain[2] = {a.matrix, b.matrix};
+  WeightSpan s0 = next_weights_start({plain, 1}, 1, pool, 0), s1 = next_weights_start({plain, 1}, 1, pool, 1);
+  EXPECT_EQ(s0.data, static_cast<const uint8_t*>(a.matrix.data));
+  EXPECT_EQ(s1.data, static_cast<const uint8_t*>(a.matrix.data) + 32 * rb);
+  EXPECT_EQ(s1.bytes, std::min<size_t>(16 * 1024, 32 * rb));
+  // Two matrices in one pass: thread 1 starts at unit (64 + 32) / 2 = row 48 of a.
+  s1 = next_weights_start({plain, 2}, 2, pool, 1);
+  EXPECT_EQ(s1.data, static_cast<const uint8_t*>(a.matrix.data) + 48 * rb);
+  // Beyond a small batch, or with nothing next: no hint.
+  EXPECT_EQ(next_weights_start({plain, 2}, 64, pool, 1).bytes, 0u);
+  EXPECT_EQ(next_weights_start({}, 1, pool, 0).bytes, 0u);
+  // Packed copies: units are whole groups of kPackedRows rows.
+  PackedCase pa, pb;
+  if (pack_for(k, a.matrix, &pa) && pack_for(k, b.matrix, &pb)) {
+    const size_t gb = packed_weight_bytes(k, pa.w) / 4;
+    const WeightMatrix packed[2] = {pa.w, pb.w};
+    s1 = next_weights_start({packed, 1}, 1, pool, 1);
+    EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pa.w.packed) + 2 * gb);
+    EXPECT_EQ(s1.bytes, std::min<size_t>(16 * 1024, 2 * gb));
+    // 4 + 2 groups: thread 1 starts at group 3 of a.
+    s1 = next_weights_start({packed, 2}, 1, pool, 1);
+    EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pa.w.packed) + 3 * gb);
+    // A packed and a plain matrix cannot share a pass: only the first is numbered.
+    const WeightMatrix mixed[2] = {pa.w, b.matrix};
+    s1 = next_weights_start({mixed, 2}, 1, pool, 1);
+    EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pa.w.packed) + 2 * gb);
+  }
+}
+
 TEST(PackedMatmul, ShapesThatCannotBePacked) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;

@@ -134,5 +134,64 @@ TEST(ThreadPool, ManyShortJobsInARow) {
   for (size_t i = 0; i < 512; ++i) ASSERT_EQ(hits[i].load(), expect[i]) << i;
 }
 
+TEST(ThreadPool, AfterRunsOncePerTakingThreadAfterItsRanges) {
+  // `after` runs on each thread that ran ranges, once, after its last range, before parallel_for
+  // returns; threads that ran nothing do not run it (a late worker must not touch a finished job).
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 300}) {
+      for (int rep = 0; rep < 50; ++rep) {
+        std::mutex mu;
+        std::vector<int> ranges_of(size_t(threads), 0), afters_of(size_t(threads), 0);
+        bool range_after_after = false;
+        const ThreadPool::ThreadFn after = [&](int t) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++afters_of[size_t(t)];
+        };
+        pool.parallel_for(
+            n,
+            [&](int64_t, int64_t, int t) {
+              std::lock_guard<std::mutex> lock(mu);
+              ++ranges_of[size_t(t)];
+              if (afters_of[size_t(t)] > 0) range_after_after = true;
+            },
+            1, &after);
+        ASSERT_FALSE(range_after_after) << "threads " << threads << " n " << n;
+        for (int t = 0; t < threads; ++t)
+          ASSERT_EQ(afters_of[size_t(t)], ranges_of[size_t(t)] > 0 ? 1 : 0) << "thread " << t << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, FirstIndexIsTheStartOfEachThreadsSegment) {
+  // Segments are as equal as can be, the longer ones first; a thread with none starts at n.
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.first_index(10, 0), 0);
+  EXPECT_EQ(pool.first_index(10, 1), 4);
+  EXPECT_EQ(pool.first_index(10, 2), 7);
+  EXPECT_EQ(pool.first_index(2, 2), 2);
+  // With a slow caller, a worker's first range in its own segment begins at the segment's start.
+  for (int64_t n : {3, 12, 100}) {
+    std::mutex mu;
+    std::vector<int64_t> first(3, -1);
+    pool.parallel_for(n, [&](int64_t b, int64_t, int t) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first[size_t(t)] < 0) first[size_t(t)] = b;
+      }
+      if (t == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    });
+    // (A worker that woke to an empty segment steals elsewhere first: only a first range inside
+    // its own segment is checked.)
+    for (int t = 1; t < 3; ++t) {
+      const int64_t own_end = t + 1 < 3 ? pool.first_index(n, t + 1) : n;
+      if (first[size_t(t)] >= pool.first_index(n, t) && first[size_t(t)] < own_end) {
+        EXPECT_EQ(first[size_t(t)], pool.first_index(n, t)) << "n " << n << " thread " << t;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvserve
