@@ -169,21 +169,22 @@ using GemmPtr = decltype(PackedKernels::gemm);
 template <typename Tiles, typename F>
 GemmPtr g_vector_gemm = nullptr;
 
-// A group's code vectors in Q8_0's layout ([nb][8][64] unsigned codes), for B tiles: Q8_0's are
-// read in place, the nibble formats' are unpacked into a per-thread scratch buffer.
+// A group's code vectors where GroupLayout<PackQ8_0>::codes finds them (block b: 8 x 64 unsigned
+// codes), for B tiles: Q8_0's are read in place, the nibble formats' are unpacked into a
+// per-thread scratch buffer laid out like a Q8_0 group (its scale slots unused).
 template <typename F>
 const uint8_t* unpacked_codes(const uint8_t* group, int64_t nb) {
   if constexpr (std::is_same_v<F, PackQ8_0>) {
     return group;
   } else {
+    using Q8 = GroupLayout<PackQ8_0>;
     thread_local std::vector<uint8_t> scratch;
-    const size_t bytes = size_t(nb) * PackQ8_0::kCodeBytes;
+    const size_t bytes = packed_group_bytes<PackQ8_0>(nb * kQK);
     if (scratch.size() < bytes) scratch.resize(bytes);
-    const uint8_t* high = group + size_t(nb) * F::kCodeBytes;
     for (int64_t b = 0; b < nb; ++b) {
       __m512i v[8];
-      unpack_codes(F{}, group + size_t(b) * F::kCodeBytes, high + size_t(b) * F::kHighBytes, v);
-      for (int j = 0; j < 8; ++j) _mm512_storeu_si512(scratch.data() + size_t(b) * PackQ8_0::kCodeBytes + 64 * j, v[j]);
+      unpack_codes(F{}, GroupLayout<F>::codes(group, nb, b), GroupLayout<F>::high(group, nb, b), v);
+      for (int j = 0; j < 8; ++j) _mm512_storeu_si512(Q8::codes(scratch.data(), nb, b) + 64 * j, v[j]);
     }
     return scratch.data();
   }
@@ -192,34 +193,36 @@ const uint8_t* unpacked_codes(const uint8_t* group, int64_t nb) {
 // acc[k] = fma(d_w * d_x[k][b], float(isum[k]), acc[k]) for the 16 activation rows of a tile, isum
 // being the tile's int32 sums c[k][r] plus the bias correction: group_tile's f32 step exactly.
 template <typename F>
-inline void apply_block(const int32_t (*c)[kRows], const uint8_t* scales, const Q8ActRow* a, int64_t b,
+inline void apply_block(const int32_t (*c)[kRows], const uint8_t* group, int64_t nb, const Q8ActRow* a, int64_t b,
                         __m512 acc[kTileRows]) {
-  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + size_t(b) * kScaleBytes)));
+  const __m512 dw =
+      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(GroupLayout<F>::scales(group, nb, b))));
   for (int k = 0; k < kTileRows; ++k) {
     const __m512i isum = _mm512_add_epi32(_mm512_set1_epi32(-F::kBias * a[k].sum[b]), _mm512_load_si512(c[k]));
     acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[k].dx[b])), _mm512_cvtepi32_ps(isum), acc[k]);
   }
 }
 
-// One group of 16 weight rows (codes: [nb][512] in Q8_0's layout; scales [nb][16] f16) times the 16
-// activation rows at x (xs bytes apart; a: the same rows' views): y[k * ys + r].
+// One group of 16 weight rows (group: its packed bytes, for the scales; codes: its code vectors
+// where GroupLayout<PackQ8_0>::codes finds them) times the 16 activation rows at x (xs bytes apart;
+// a: the same rows' views): y[k * ys + r].
 template <typename Tiles, typename F>
-void group_tile(int64_t nb, const uint8_t* codes, const uint8_t* scales, const uint8_t* x, size_t xs,
+void group_tile(int64_t nb, const uint8_t* group, const uint8_t* codes, const uint8_t* x, size_t xs,
                 const Q8ActRow* a, float* y, size_t ys) {
+  using Q8 = GroupLayout<PackQ8_0>;
   alignas(64) int32_t c[2][kTileRows][kRows];
   __m512 acc[kTileRows];
   for (int k = 0; k < kTileRows; ++k) acc[k] = _mm512_setzero_ps();
-  constexpr size_t kCodes = PackQ8_0::kCodeBytes;
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    Tiles::pair(x + size_t(b) * kQK, x + size_t(b + 1) * kQK, xs, codes + size_t(b) * kCodes,
-                codes + size_t(b + 1) * kCodes, c[0][0], c[1][0]);
-    apply_block<F>(c[0], scales, a, b, acc);
-    apply_block<F>(c[1], scales, a, b + 1, acc);
+    Tiles::pair(x + size_t(b) * kQK, x + size_t(b + 1) * kQK, xs, Q8::codes(codes, nb, b),
+                Q8::codes(codes, nb, b + 1), c[0][0], c[1][0]);
+    apply_block<F>(c[0], group, nb, a, b, acc);
+    apply_block<F>(c[1], group, nb, a, b + 1, acc);
   }
   if (b < nb) {
-    Tiles::single(x + size_t(b) * kQK, xs, codes + size_t(b) * kCodes, c[0][0]);
-    apply_block<F>(c[0], scales, a, b, acc);
+    Tiles::single(x + size_t(b) * kQK, xs, Q8::codes(codes, nb, b), c[0][0]);
+    apply_block<F>(c[0], group, nb, a, b, acc);
   }
   for (int k = 0; k < kTileRows; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
@@ -237,11 +240,10 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
     for (int64_t g = 0; g < ng; ++g) {
       const uint8_t* group = static_cast<const uint8_t*>(w) + size_t(g) * gb;
       const uint8_t* codes = unpacked_codes<F>(group, nb);
-      const uint8_t* scales = group + size_t(nb) * (F::kCodeBytes + F::kHighBytes);
       for (int64_t k0 = 0; k0 < full; k0 += kTileRows) {
         Q8ActRow a[kTileRows];
         for (int k = 0; k < kTileRows; ++k) a[k] = q8_act_row(xb + size_t(k0 + k) * xs, nb);
-        group_tile<Tiles, F>(nb, codes, scales, xb + size_t(k0) * xs, xs, a, y + size_t(k0) * ys + size_t(g) * kRows, ys);
+        group_tile<Tiles, F>(nb, group, codes, xb + size_t(k0) * xs, xs, a, y + size_t(k0) * ys + size_t(g) * kRows, ys);
       }
     }
     Tiles::end();

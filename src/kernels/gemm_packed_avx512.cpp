@@ -35,9 +35,15 @@ constexpr int kMaxTileCols = 8;                         // activation rows per r
 
 // ---- the GEMM ----
 
-// Decode streams every weight byte from memory once: each block hints the lines kWeightHintBytes
-// ahead (packed_layout.h). On the Zen 5 VM, batch-8 decode at context 128 went from ~820 tok/s
-// without a hint to ~1,150 with one.
+// Decode streams every weight byte from memory once. The kernels hint the stream kWeightHintBytes
+// ahead (packed_layout.h; on the Zen 5 VM, batch-8 decode at context 128 went from ~820 tok/s
+// without a hint to ~1,150 with one), except paired Q8_0 with one activation row: that is one
+// sequential stream read at full speed, which the hardware prefetchers follow better on their
+// own: on the Zen 4 VM paired Q8_0 with hints decoded smollm-135m batch 1 no faster than split
+// Q8_0 (median ratio 0.99 of 20 alternations), without them 9-23% faster. Batch 8 without hints
+// lost ~9%, so from two rows up the kernel hints as before.
+template <typename F, int NC>
+constexpr size_t kHintAhead = F::kPaired && NC == 1 ? 0 : kWeightHintBytes;
 
 // One group of 16 weight rows (w) times NC activation rows: y[k * ys + r]. Each block's integer
 // sum starts at -kBias * (sum of the activation codes), which undoes the weight codes' bias. With
@@ -46,9 +52,7 @@ constexpr int kMaxTileCols = 8;                         // activation rows per r
 template <typename F, int NC>
 void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_t ys) {
   constexpr int kChains = NC <= 2 ? 2 : 1;
-  const uint8_t* codes = w;
-  const uint8_t* high = w + size_t(nb) * F::kCodeBytes;
-  const uint8_t* scales = high + size_t(nb) * F::kHighBytes;
+  using L = GroupLayout<F>;
   __m512 acc[NC];
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -57,20 +61,13 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
       s[0][k] = _mm512_set1_epi32(-F::kBias * a[k].sum[b]);
       if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
     }
-    const uint8_t* cb = codes + size_t(b) * F::kCodeBytes;
-    // Past the group's last codes this lands in its fifth bits, scales or the next group:
-    // harmless hints (a prefetch never faults).
-    for (size_t o = 0; o < F::kCodeBytes; o += 64) hint_weights(cb + kWeightHintBytes + o);
-    // The scales (and Q5_0's fifth bits) are separate streams of the group: hint them too, one
-    // line per two blocks of scales (32 bytes each).
-    if (b % 2 == 0) hint_weights(scales + size_t(b) * kScaleBytes + kWeightHintBytes);
-    if constexpr (F::kHighBytes > 0) hint_weights(high + size_t(b) * F::kHighBytes + kWeightHintBytes);
+    L::template hint<kHintAhead<F, NC>>(w, nb, b);
     __m512i v[8];
-    unpack_codes(F{}, cb, high + size_t(b) * F::kHighBytes, v);
+    unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
     for (int j = 0; j < 8; ++j)
       for (int k = 0; k < NC; ++k)
         s[j % kChains][k] = _mm512_dpbusd_epi32(s[j % kChains][k], v[j], _mm512_set1_epi32(load_i32(a[k].q + b * kQK + 4 * j)));
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + size_t(b) * kScaleBytes)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(w, nb, b))));
     for (int k = 0; k < NC; ++k) {
       __m512i isum = s[0][k];
       if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, s[1][k]);
