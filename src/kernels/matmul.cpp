@@ -198,6 +198,16 @@ int64_t row_unit(const KernelTable& kernels, const WeightMatrix& w) {
   return kernels.gemm[int(w.type)] != nullptr ? kRowUnit : 1;
 }
 
+// Whether one activation conversion and one row unit fit all `count` matrices, so that
+// matmul_multi runs them in one pool pass (else one matmul each).
+bool share_one_pass(const KernelTable& kernels, const WeightMatrix* ws, int count) {
+  for (int j = 1; j < count; ++j)
+    if (ws[j].cols != ws[0].cols || activation_type(ws[j].type) != activation_type(ws[0].type) ||
+        row_unit(kernels, ws[j]) != row_unit(kernels, ws[0]) || !same_packed_activations(kernels, ws[j], ws[0]))
+      return false;
+  return true;
+}
+
 // The fewest units (row_unit) a thread should claim at a time: one weight tile of multiply_rows
 // for batches beyond decode size, whose tiles each re-read every activation row (a shorter claim
 // means a narrower tile and more of those re-reads); any size for decode, which streams once.
@@ -247,15 +257,11 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
 void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
                                int64_t m, float* const* ys, ThreadPool* pool, const NextWeights& next) {
   if (m <= 0 || count <= 0) return;
-  bool shared = true;  // one conversion and one row unit fit all matrices
   for (int j = 0; j < count; ++j) {
     check_matrix(ws[j]);
     if (kernels.vec_dot[int(ws[j].type)] == nullptr) fail("no kernel for weight type", ws[j]);
-    shared = shared && ws[j].cols == ws[0].cols && activation_type(ws[j].type) == activation_type(ws[0].type) &&
-             row_unit(kernels, ws[j]) == row_unit(kernels, ws[0]) &&
-             same_packed_activations(kernels, ws[j], ws[0]);
   }
-  if (!shared || pool == nullptr || pool->num_threads() <= 1) {
+  if (!share_one_pass(kernels, ws, count) || pool == nullptr || pool->num_threads() <= 1) {
     for (int j = 0; j < count; ++j)
       matmul_with_kernels(kernels, ws[j], x, m, ys[j], pool, j + 1 < count ? NextWeights{&ws[j + 1], 1} : next);
     return;
@@ -304,11 +310,7 @@ WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPo
   // The units the next pass numbers, as matmul_multi_with_kernels numbers them (only the first
   // matrix when they cannot share a pass).
   const int64_t unit = row_unit(kernels, ws[0]);
-  int count = next.count;
-  for (int j = 1; j < count; ++j)
-    if (ws[j].cols != ws[0].cols || activation_type(ws[j].type) != activation_type(ws[0].type) ||
-        row_unit(kernels, ws[j]) != unit || !same_packed_activations(kernels, ws[j], ws[0]))
-      count = 1;
+  const int count = share_one_pass(kernels, ws, next.count) ? next.count : 1;
   int64_t total = 0;
   for (int j = 0; j < count; ++j) total += (ws[j].rows + unit - 1) / unit;
   int64_t u = pool.first_index(total, thread);
