@@ -124,11 +124,9 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, const
   job_after_.store(after, std::memory_order_relaxed);
   job_grain_.store(uint32_t(std::clamp<int64_t>(grain, 1, kMaxRound)), std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  const int64_t per = n / num_threads_, rem = n % num_threads_;
-  for (int64_t i = 0, b = 0; i < num_threads_; ++i) {
-    const int64_t e = b + per + (i < rem ? 1 : 0);
+  for (int i = 0; i < num_threads_; ++i) {
+    const int64_t b = first_index(n, i), e = i + 1 < num_threads_ ? first_index(n, i + 1) : n;
     segments_[size_t(i)].word.store(segment_word(uint64_t(b), uint64_t(e)), std::memory_order_release);
-    b = e;
   }
   // seq_cst pair with the sleepers_ increment in worker(): either we see the sleeper and wake it,
   // or it sees the new generation before it blocks.
