@@ -58,15 +58,17 @@ uint32_t ThreadPool::claim_size(uint32_t next, uint32_t end) const {
   return std::min(left, std::max((left + 1) / 2, job_grain_.load(std::memory_order_relaxed)));
 }
 
-void ThreadPool::run_ranges(int thread_index) {
+uint32_t ThreadPool::run_ranges(int thread_index, bool* ran_any) {
   int64_t ran = 0;
   const RangeFn* fn = nullptr;
   const ThreadFn* after = nullptr;
+  uint32_t generation = 0;
   auto run = [&](uint32_t b, uint32_t e) {
     // After a successful claim the job is pinned until `ran` is counted (see job_fn_).
     if (fn == nullptr) {
       fn = job_fn_.load(std::memory_order_relaxed);
       after = job_after_.load(std::memory_order_relaxed);
+      generation = job_generation_.load(std::memory_order_relaxed);
     }
     (*fn)(int64_t(b), int64_t(e), thread_index);
     ran += int64_t(e - b);
@@ -104,6 +106,8 @@ void ThreadPool::run_ranges(int thread_index) {
   }
   if (after != nullptr) (*after)(thread_index);
   if (ran > 0) done_.fetch_add(ran, std::memory_order_release);
+  *ran_any = ran > 0;
+  return generation;
 }
 
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, const ThreadFn* after) {
@@ -122,6 +126,7 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, const
   }
   job_fn_.store(&fn, std::memory_order_relaxed);
   job_after_.store(after, std::memory_order_relaxed);
+  job_generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   job_grain_.store(uint32_t(std::clamp<int64_t>(grain, 1, kMaxRound)), std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   for (int i = 0; i < num_threads_; ++i) {
@@ -133,7 +138,8 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, const
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) generation_.notify_all();
 
-  run_ranges(0);
+  bool ran = false;
+  run_ranges(0, &ran);
 
   const auto t0 = std::chrono::steady_clock::now();
   for (int spins = 0; done_.load(std::memory_order_acquire) != n; ++spins) {
@@ -164,7 +170,11 @@ void ThreadPool::worker(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    run_ranges(index);
+    bool ran = false;
+    const uint32_t ran_generation = run_ranges(index, &ran);
+    // A worker a job behind (it saw generation g, then claimed from the job published after it)
+    // has taken part in that newer job: it waits for the one after.
+    if (ran) seen = ran_generation;
   }
 }
 

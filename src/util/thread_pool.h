@@ -61,8 +61,10 @@ class ThreadPool {
  private:
   void worker(int index);
   // Claims and runs ranges of the current job, own segment first, then stolen ones, until none
-  // are left; then counts what it ran as done.
-  void run_ranges(int thread_index);
+  // are left; then runs the job's `after` and counts what it ran as done. Returns the generation
+  // of the job it ran ranges of (*ran false when none): a worker that was a job behind may have
+  // run the newer job's ranges, and must not enter that job a second time.
+  uint32_t run_ranges(int thread_index, bool* ran);
   uint32_t claim_size(uint32_t next, uint32_t end) const;
 
   int num_threads_;
@@ -74,6 +76,7 @@ class ThreadPool {
   // took units of is the one it belongs to (no tag needed, even for a worker late by many jobs).
   std::atomic<const RangeFn*> job_fn_{nullptr};
   std::atomic<const ThreadFn*> job_after_{nullptr};
+  std::atomic<uint32_t> job_generation_{0};  // the value generation_ takes when the job is published
   std::atomic<uint32_t> job_grain_{1};
 
   // One per thread, a cache line each: bits 63..32 the next unclaimed index, 31..0 the end of
