@@ -40,7 +40,6 @@ namespace {
 // (AVX2 table) paired Q8_0 without hints decoded smollm-135m ~9% slower than with them, and with
 // them as fast as the split layout did (median of 12 alternations; the AVX-512 kernel is the
 // other way round, gemm_packed_avx512.cpp).
-template <typename F>
 constexpr size_t kAvx2HintAhead = kWeightHintBytes;
 
 // Half h (weight rows 8h .. 8h+7) of code vector j of a block: elements 4j .. 4j+3 of those rows.
@@ -111,7 +110,7 @@ void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float*
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (h0 == 0) L::template hint<kAvx2HintAhead<F>>(w, nb, b);  // the pass that streams the group from memory
+    if (h0 == 0) L::template hint<kAvx2HintAhead>(w, nb, b);  // the pass that streams the group from memory
     for (int h = 0; h < H; ++h) {
       __m256i s[NC];
       block_sums<F, NC, kVnni>(L::codes(w, nb, b), L::high(w, nb, b), h0 + h, a, b, s);

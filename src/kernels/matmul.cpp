@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -219,8 +220,8 @@ int64_t claim_grain(const KernelTable& kernels, const WeightMatrix& w, int64_t m
   return std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
 }
 
-// The `after` of a matmul's pool pass: one pointer captured, so the std::function holding it
-// stays within its small-object buffer (no allocation per matmul).
+// The `after` of a matmul's pool pass, held by reference (std::cref) so that the std::function
+// wrapping it never allocates.
 struct NextHint {
   const NextWeights* next;
   int64_t m;
@@ -245,7 +246,7 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
   }
   const int64_t unit = row_unit(kernels, w);
   const NextHint next_hint{&next, m, pool};
-  const ThreadPool::ThreadFn hint = [&next_hint](int t) { next_hint(t); };
+  const ThreadPool::ThreadFn hint = std::cref(next_hint);
   pool->parallel_for(
       (rows + unit - 1) / unit,
       [&](int64_t u0, int64_t u1, int) {
@@ -278,7 +279,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
   size_t x_stride = 0;
   const uint8_t* xq = prepare_activations(kernels, ws[0], x, m, pool, true, &x_stride);
   const NextHint next_hint{&next, m, pool};
-  const ThreadPool::ThreadFn hint = [&next_hint](int t) { next_hint(t); };
+  const ThreadPool::ThreadFn hint = std::cref(next_hint);
   pool->parallel_for(
       first_unit[count],
       [&](int64_t u0, int64_t u1, int) {
