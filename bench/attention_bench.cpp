@@ -117,15 +117,21 @@ void BM_decode_step_attention(benchmark::State& state) {
 // or one attention_partial_heads for all of a layer's KV heads (multi = 1: the heads share one
 // walk over the positions, so each slot's rows of every head are read together).
 // args: {context, dtype, multi}
+// The decode-step benchmarks' cache: 30 layers of `ctx` positions, queries for every KV head's
+// group of 3 (null, the benchmark skipped, when the arena cannot be allocated).
+constexpr int kStepGroup = 3, kStepLayers = 30;
+std::unique_ptr<Fixture> step_fixture(benchmark::State& state, int64_t ctx) {
+  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kStepGroup * kKvHeads, kStepLayers);
+  if (!f) state.SkipWithError("KV arena allocation failed");
+  return f;
+}
+
 void BM_decode_step_partials(benchmark::State& state) {
   const int64_t ctx = state.range(0);
   const bool multi = state.range(2) != 0;
-  constexpr int kGroup = 3, kLayers = 30;
-  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kGroup * kKvHeads, kLayers);
-  if (!f) {
-    state.SkipWithError("KV arena allocation failed");
-    return;
-  }
+  constexpr int kGroup = kStepGroup, kLayers = kStepLayers;
+  auto f = step_fixture(state, ctx);
+  if (!f) return;
   const size_t pf = attention_partial_floats(kGroup, kHeadDim);
   std::vector<float> partials(pf * kKvHeads);
   for (auto _ : state) {
@@ -145,6 +151,35 @@ void BM_decode_step_partials(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
+// One decode step's attention as the engine runs it at batch 1, single thread, from memory: each
+// layer's positions in kAttentionChunk chunks, one attention_partial_heads per chunk for all KV
+// heads, after a 256 MiB streaming read has evicted the K/V from every cache level (the weights do
+// that in the engine between two layers' attention). Against BM_decode_step_partials (heads
+// together, K/V in L3), the difference is what memory stalls cost. args: {context, dtype}
+void BM_decode_step_cold(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  auto f = step_fixture(state, ctx);
+  if (!f) return;
+  std::vector<float> partials(attention_partial_floats(kStepGroup, kHeadDim) * kKvHeads);
+  std::vector<uint64_t> flush(size_t(256) << 17, 1);  // 256 MiB
+  uint64_t sink = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < flush.size(); i += 8) sink += flush[i];
+    state.ResumeTiming();
+    for (int l = 0; l < kStepLayers; ++l) {
+      const PagedKvView view = paged_kv_view(*f->kv, l, f->table);
+      for (int64_t c = 0; c < attention_num_chunks(ctx); ++c)
+        attention_partial_heads(view, attention_chunk_begin(0, c), attention_chunk_end(0, ctx, c), 0, kKvHeads,
+                                f->q.data(), kStepGroup, 0.125f, partials.data());
+    }
+    benchmark::DoNotOptimize(partials.data());
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetLabel(kv_dtype_name(f->kv->layout().k_dtype));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
+}
+
 BENCHMARK(BM_paged_attention_head)
     ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
@@ -153,6 +188,7 @@ BENCHMARK(BM_paged_attention_group3)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_attention)->ArgsProduct({{128, 2048}, {0, 1, 3, 4}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_partials)->ArgsProduct({{512, 2048}, {0, 1, 3}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step_cold)->ArgsProduct({{512, 2048}, {1, 3, 4}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve
