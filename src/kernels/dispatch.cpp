@@ -4,6 +4,7 @@
 // copy of the next narrower one and overrides what it implements, so a type without a wide kernel
 // still works. KVSERVE_KERNELS=scalar|avx2|avxvnni|avx512|amx in the environment caps the choice
 // (for debugging and for comparing numerics or speed on one machine).
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,6 +31,31 @@ bool amx_permitted() {
 }
 
 }  // namespace
+
+CpuModel cpu_model() {
+  static const CpuModel m = [] {
+    CpuModel r;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return r;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    r.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+    r.intel = std::strcmp(vendor, "GenuineIntel") == 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return r;
+    const int base_family = int((eax >> 8) & 0xF), base_model = int((eax >> 4) & 0xF);
+    r.family = base_family == 0xF ? base_family + int((eax >> 20) & 0xFF) : base_family;
+    r.model = base_family == 0xF || base_family == 0x6 ? base_model + (int((eax >> 16) & 0xF) << 4) : base_model;
+    return r;
+  }();
+  return m;
+}
+
+bool single_stream_hints() {
+  const CpuModel cpu = cpu_model();
+  return !(cpu.amd && cpu.family == 0x19);
+}
 
 bool isa_supported(Isa isa) {
   switch (isa) {

@@ -40,8 +40,9 @@ constexpr int kMaxTileCols = 8;                         // activation rows per r
 // without a hint to ~1,150 with one), except paired Q8_0 with one activation row: that is one
 // sequential stream read at full speed, which the hardware prefetchers follow better on their
 // own: on the Zen 4 VM paired Q8_0 with hints decoded smollm-135m batch 1 no faster than split
-// Q8_0 (median ratio 0.99 of 20 alternations), without them 9-23% faster. Batch 8 without hints
-// lost ~9%, so from two rows up the kernel hints as before.
+// Q8_0 (median ratio 0.99 of 20 alternations), without them 9-23% faster; on the Zen 5 VM hints
+// there measured 0.94 (6 alternations), so unlike Q4_K and the float passes (single_stream_hints)
+// this holds on both. Batch 8 without hints lost ~9%, so from two rows up the kernel hints as before.
 template <typename F, int NC>
 constexpr size_t kHintAhead = F::kPaired && NC == 1 ? 0 : kWeightHintBytes;
 

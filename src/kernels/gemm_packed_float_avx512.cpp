@@ -48,7 +48,7 @@ struct PackF32 {
 };
 
 // One group (w) times NC activation rows x[k] (f32): y[k * ys + r].
-template <typename F, int NC>
+template <typename F, int NC, bool kSingleRowHints>
 void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y, size_t ys) {
   constexpr size_t kStep = kRows * sizeof(typename F::Elem);  // bytes per column of the group
   __m512 a0[NC], a1[NC];
@@ -58,11 +58,12 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
     const uint8_t* p = w + size_t(c) * kStep;
     // The decode-sized case streams the group from memory (packed_layout.h's hint; on the Zen 5 VM
     // a hint 2 KiB ahead was too short to cover the latency: smollm F16 batch 8 ~790 -> ~940 tok/s
-    // at 8 KiB). A single row reads the group as one sequential stream that runs faster without
-    // hints: smollm decode on the Zen 4 VM, F16 +28% and F32 +19% (median ratios of 10 and 8
-    // alternations, `--prompt 16 --gen 32 --batch 1 --kv-type f16`), as paired Q8_0
-    // (gemm_packed_avx512.cpp). BF16 shares the kernel (not measured).
-    if constexpr (NC > 1) {
+    // at 8 KiB). A single row reads the group as one sequential stream, which on the Zen 4 VM ran
+    // faster without hints: smollm decode F16 +28% and F32 +19% (median ratios of 10 and 8
+    // alternations, `--prompt 16 --gen 32 --batch 1 --kv-type f16`); on the Zen 5 VM with them:
+    // F16 +22% (6 alternations, `--gen 64`). single_stream_hints() picks per CPU. BF16 shares the
+    // kernel (not measured).
+    if constexpr (NC > 1 || kSingleRowHints) {
       hint_weights(p + kWeightHintBytes);
       if constexpr (kStep == 64) hint_weights(p + kWeightHintBytes + 64);
     }
@@ -79,17 +80,17 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, _mm512_add_ps(a0[k], a1[k]));
 }
 
-template <typename F, int NC>
+template <typename F, int NC, bool kSingleRowHints>
 void groups(int64_t cols, const uint8_t* w, size_t gb, int64_t ng, const float* const* x, float* y, size_t ys) {
-  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC>(cols, w + size_t(g) * gb, x, y + g * kRows, ys);
+  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC, kSingleRowHints>(cols, w + size_t(g) * gb, x, y + g * kRows, ys);
 }
 
-template <typename F>
+template <typename F, bool kSingleRowHints>
 void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
           size_t ys) {
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_float_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const float* const* xr, float* yk) {
-    groups<F, decltype(width)::value>(cols, wb, gb, ng, xr, yk, ys);
+    groups<F, decltype(width)::value, kSingleRowHints>(cols, wb, gb, ng, xr, yk, ys);
   });
 }
 
@@ -97,9 +98,15 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
 }  // namespace
 
 void fill_avx512_packed_float_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16>>();
-  t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32>>();
-  t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16>>();
+  if (single_stream_hints()) {
+    t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16, true>>();
+    t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32, true>>();
+    t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16, true>>();
+  } else {
+    t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16, false>>();
+    t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32, false>>();
+    t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16, false>>();
+  }
 }
 
 }  // namespace kvserve

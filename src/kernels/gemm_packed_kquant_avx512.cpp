@@ -14,15 +14,18 @@ namespace {
 
 constexpr int kKMaxTileCols = 4;  // 4 registers per activation row: fits 32
 
-// Q4_K's single-row pass reads its super-blocks (one sequential stream) without hints: on the Zen 4
-// VM, llama-3.2-1b Q4_K_M decoded ~20% faster that way (median ratio 1.20-1.21 of two runs of 8
-// alternations, `--prompt 16 --gen 32 --batch 1 --kv-type f16`; qwen2.5-0.5b, mostly Q5_0, +3%),
-// as paired Q8_0 does (gemm_packed_avx512.cpp). Q6_K without hints as well lost that gain and more
-// (0.96), so it and Q5_K (not measured) keep theirs, as do calls of two rows and more.
-template <typename B, int NC>
-constexpr bool kQ4kHints = NC > 1 || kFifth<B>;
+// Whether Q4_K's single-row pass hints its super-blocks (one sequential stream) ahead: the best
+// choice differs between microarchitectures (single_stream_hints() picks per CPU).
+// Zen 4 VM (AMD family 0x19): llama-3.2-1b Q4_K_M decoded ~20% faster without (median ratio
+// 1.20-1.21 of two runs of 8 alternations, `--prompt 16 --gen 32 --batch 1 --kv-type f16`;
+// qwen2.5-0.5b, mostly Q5_0, +3%), as paired Q8_0 does (gemm_packed_avx512.cpp). Zen 5 VM (family
+// 0x1A): the same command ~28% faster with them (median ratio 1.28 of 6 alternations). Q6_K
+// without hints lost on both (0.96 on Zen 4, 0.90 on Zen 5), so it and Q5_K (not measured) keep
+// theirs, as do calls of two rows and more.
+template <typename B, int NC, bool kSingleRowHints>
+constexpr bool kQ4kHints = NC > 1 || kFifth<B> || kSingleRowHints;
 
-template <typename B, int NC>
+template <typename B, int NC, bool kSingleRowHints>
 void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float* y, size_t ys) {
   constexpr size_t kSuper = kKSuperBytes<B>;
   constexpr int kChains = NC <= 2 ? 2 : 1;
@@ -30,7 +33,7 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
-    if constexpr (kQ4kHints<B, NC>)
+    if constexpr (kQ4kHints<B, NC, kSingleRowHints>)
       for (size_t o = 0; o < kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
@@ -76,13 +79,13 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
 
-template <typename B>
+template <typename B, bool kSingleRowHints>
 void q4k_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
               size_t ys) {
   const int64_t ns = cols / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   for_each_tile<kKMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
-    for (int64_t g = 0; g < ng; ++g) q4k_group_tile<B, decltype(width)::value>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
+    for (int64_t g = 0; g < ng; ++g) q4k_group_tile<B, decltype(width)::value, kSingleRowHints>(ns, wb + size_t(g) * gb, rows, yk + g * kRows, ys);
   });
 }
 
@@ -188,8 +191,10 @@ void chunk_gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* 
 }  // namespace
 
 void fill_avx512_packed_kquant_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::Q4_K)] = q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K>>();
-  t->packed[int(GgmlType::Q5_K)] = q4k_packed_kernels<BlockQ5_K, q4k_gemm<BlockQ5_K>>();
+  t->packed[int(GgmlType::Q4_K)] = single_stream_hints()
+                                       ? q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K, true>>()
+                                       : q4k_packed_kernels<BlockQ4_K, q4k_gemm<BlockQ4_K, false>>();
+  t->packed[int(GgmlType::Q5_K)] = q4k_packed_kernels<BlockQ5_K, q4k_gemm<BlockQ5_K, true>>();
   t->packed[int(GgmlType::Q6_K)] = q6k_packed_kernels<chunk_gemm<Q6Chunks>>();
   t->packed[int(GgmlType::Q3_K)] = low_bits_packed_kernels<BlockQ3_K, chunk_gemm<LowBitsChunks<BlockQ3_K>>>();
   t->packed[int(GgmlType::Q2_K)] = low_bits_packed_kernels<BlockQ2_K, chunk_gemm<LowBitsChunks<BlockQ2_K>>>();

@@ -99,6 +99,22 @@ void convert_activation_row(GgmlType weight, const float* x, void* dst, int64_t 
 // Kernel tables. kernel_table(kScalar) is the portable reference; kernel_table(isa) for an isa the
 // CPU lacks must not be called (isa_supported tells).
 bool isa_supported(Isa isa);
+// This CPU's vendor and x86 family/model (base plus extended fields of cpuid leaf 1), for the few
+// kernel choices that measurements showed to differ between microarchitectures of one instruction
+// set (the table fillers read it).
+struct CpuModel {
+  bool amd = false;
+  bool intel = false;
+  int family = 0;
+  int model = 0;
+};
+CpuModel cpu_model();
+// Whether the AVX-512 single-row passes that read their weights as one sequential stream (Q4_K,
+// F16/BF16/F32) hint them ahead on this CPU. No on AMD family 0x19 (the Zen 4 VM: the hardware
+// prefetchers alone were 20-28% faster), yes elsewhere (the Zen 5 VM, family 0x1A: hints 22-35%
+// faster; other CPUs untested, so they hint as every other pass does). Paired Q8_0 reads without
+// hints on both (gemm_packed_avx512.cpp).
+bool single_stream_hints();
 const KernelTable& kernel_table(Isa isa);
 // The table for the best instruction set of this CPU, chosen once (cpuid) on first use.
 const KernelTable& active_kernels();
