@@ -94,18 +94,21 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
   });
 }
 
+// The three float formats' table entries, with or without single-row hints.
+template <bool kSingleRowHints>
+void fill_float_kernels(KernelTable* t) {
+  t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16, kSingleRowHints>>();
+  t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32, kSingleRowHints>>();
+  t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16, kSingleRowHints>>();
+}
 
 }  // namespace
 
 void fill_avx512_packed_float_kernels(KernelTable* t) {
   if (single_stream_hints()) {
-    t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16, true>>();
-    t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32, true>>();
-    t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16, true>>();
+    fill_float_kernels<true>(t);
   } else {
-    t->packed[int(GgmlType::F16)] = float_packed_kernels<uint16_t, gemm<PackF16, false>>();
-    t->packed[int(GgmlType::F32)] = float_packed_kernels<float, gemm<PackF32, false>>();
-    t->packed[int(GgmlType::BF16)] = bf16_packed_kernels<gemm<PackBF16, false>>();
+    fill_float_kernels<false>(t);
   }
 }
 

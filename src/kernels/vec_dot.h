@@ -111,7 +111,7 @@ struct CpuModel {
 CpuModel cpu_model();
 // Whether the AVX-512 single-row passes that read their weights as one sequential stream (Q4_K,
 // F16/BF16/F32) hint them ahead on this CPU. No on AMD family 0x19 (the Zen 4 VM: the hardware
-// prefetchers alone were 20-28% faster), yes elsewhere (the Zen 5 VM, family 0x1A: hints 22-35%
+// prefetchers alone were 19-28% faster), yes elsewhere (the Zen 5 VM, family 0x1A: hints 15-35%
 // faster; other CPUs untested, so they hint as every other pass does). Paired Q8_0 reads without
 // hints on both (gemm_packed_avx512.cpp).
 bool single_stream_hints();
