@@ -113,10 +113,6 @@ void BM_decode_step_attention(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
-// The same step as states over the whole context: one attention_partial per KV head (multi = 0)
-// or one attention_partial_heads for all of a layer's KV heads (multi = 1: the heads share one
-// walk over the positions, so each slot's rows of every head are read together).
-// args: {context, dtype, multi}
 // The decode-step benchmarks' cache: 30 layers of `ctx` positions, queries for every KV head's
 // group of 3 (null, the benchmark skipped, when the arena cannot be allocated).
 constexpr int kStepGroup = 3, kStepLayers = 30;
@@ -126,22 +122,25 @@ std::unique_ptr<Fixture> step_fixture(benchmark::State& state, int64_t ctx) {
   return f;
 }
 
+// The same step as states over the whole context: one attention_partial per KV head (multi = 0)
+// or one attention_partial_heads for all of a layer's KV heads (multi = 1: the heads share one
+// walk over the positions, so each slot's rows of every head are read together).
+// args: {context, dtype, multi}
 void BM_decode_step_partials(benchmark::State& state) {
   const int64_t ctx = state.range(0);
   const bool multi = state.range(2) != 0;
-  constexpr int kGroup = kStepGroup, kLayers = kStepLayers;
   auto f = step_fixture(state, ctx);
   if (!f) return;
-  const size_t pf = attention_partial_floats(kGroup, kHeadDim);
+  const size_t pf = attention_partial_floats(kStepGroup, kHeadDim);
   std::vector<float> partials(pf * kKvHeads);
   for (auto _ : state) {
-    for (int l = 0; l < kLayers; ++l) {
+    for (int l = 0; l < kStepLayers; ++l) {
       const PagedKvView view = paged_kv_view(*f->kv, l, f->table);
       if (multi) {
-        attention_partial_heads(view, 0, ctx, 0, kKvHeads, f->q.data(), kGroup, 0.125f, partials.data());
+        attention_partial_heads(view, 0, ctx, 0, kKvHeads, f->q.data(), kStepGroup, 0.125f, partials.data());
       } else {
         for (int h = 0; h < kKvHeads; ++h)
-          attention_partial(view, 0, ctx, h, f->q.data() + size_t(h) * kGroup * kHeadDim, kGroup, 0.125f,
+          attention_partial(view, 0, ctx, h, f->q.data() + size_t(h) * kStepGroup * kHeadDim, kStepGroup, 0.125f,
                             partials.data() + size_t(h) * pf);
       }
     }
