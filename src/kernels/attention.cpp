@@ -246,6 +246,22 @@ void attention_pin_isa(Isa isa) {
   g_pinned_isa.store(int(isa), std::memory_order_relaxed);
 }
 
+bool attention_rounds_query(KvElem k_type, int head_dim) {
+  return attention_isa() == Isa::kAvx512 && k_type == KvElem::Q8_0 && (head_dim == 64 || head_dim == 128);
+}
+
+void attention_round_query(const float* q, int n, float* out) {
+  for (int b = 0; b < n; b += 32) {
+    const int len = std::min(32, n - b);
+    float amax = 0;
+    for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(q[b + i]));
+    // The kernel's float steps: d and 1/d each rounded once, x / d rounded to nearest even.
+    const float d = amax / 32767.0f, id = amax > 0 ? 32767.0f / amax : 0.0f;
+    for (int i = 0; i < len; ++i)
+      out[b + i] = std::clamp(std::nearbyint(q[b + i] * id), -32768.0f, 32767.0f) * d;
+  }
+}
+
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                              const float* q, int group, float scale, float* partials) {
   if (attention_isa() == Isa::kAvx512 &&

@@ -100,9 +100,20 @@ void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t 
                                   int group, float scale, float* out);
 
 // The vector path attention_partial takes: kAvx512 where the active kernel table is AVX-512's
-// (KVSERVE_KERNELS caps it), else kAvx2. Both are exact to f32 rounding; they differ only in the
-// order of additions, and one process always uses one of them.
+// (KVSERVE_KERNELS caps it), else kAvx2. Both are exact to f32 rounding but for the query
+// rounding below; they differ otherwise only in the order of additions, and one process always
+// uses one of them.
 Isa attention_isa();
+
+// Where true (the AVX-512 path, q8_0 K, head_dim 64 or 128), the scores are
+// integer dot products of K's codes with the query rounded per 32 values to 16-bit integers:
+// exactly the scores of the query attention_round_query gives (V and the softmax are unchanged).
+// The rounding moves each query value by at most 2^-16 of its group's largest magnitude (an f16
+// K row rounds each value by up to 2^-11 of itself).
+bool attention_rounds_query(KvElem k_type, int head_dim);
+// out[0..n) = q rounded as above: per group of 32 values (the last may be short), d = max |q| /
+// 32767 and each value round-to-nearest-even(q / d) * d, with the kernel's f32 steps.
+void attention_round_query(const float* q, int n, float* out);
 // Tests only: pin the path (kAvx2, or kAvx512 where the CPU has it; kScalar unpins). Not for use
 // while other threads run attention.
 void attention_pin_isa(Isa isa);

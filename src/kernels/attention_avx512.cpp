@@ -8,7 +8,8 @@
 //   1. per tile of kTile = 16 positions, K rows are read two at a time into registers
 //      (dequantized there, never copied); q[g] * K[j] lane-wise (hd / 16 FMAs per row and head),
 //      folded once per pair of rows, and one transposing reduction turns a head's 8 pair vectors
-//      into one vector of its 16 scores;
+//      into one vector of its 16 scores; against q8_0 K (head_dim 64 or 128) the products are
+//      integer instead (tile_scores_q8: a 16-bit query, exact sums per q8_0 group);
 //   2. the online softmax runs once per span on its tiles' score vectors: masked lanes (past the
 //      end) are -inf, the running max moves by vector maxes, e^(score - m) is one vector exp per
 //      tile, and the running sum stays a vector (reduced once at the end). One update per 64
@@ -147,10 +148,115 @@ inline void chunk_pair(const uint8_t* row, int c, __m512* lo, __m512* hi) {
   }
 }
 
-// t[g][i] for the 16 rows krow[0..16) (see reduce_pairs): each K row is loaded (and dequantized)
+// One KV head's queries, [G][hd], as each scores kernel reads them: f for the float kernels
+// (64-byte aligned: split loads cost a third more in tile_scores), and for q8_0 K
+// (tile_scores_q8) the same queries as 16-bit integers with one f32 scale d per 32-value group:
+// per 64-value piece (groups 2i and 2i + 1) two vectors of 32, [group 2i values 0..15, group
+// 2i + 1 values 0..15] and [group 2i values 16..31, group 2i + 1 values 16..31], the order in
+// which tile_scores_q8 widens a K row's codes.
+struct HeadQuery {
+  alignas(64) float f[kSubGroup * kMaxVectorHeadDim];
+  alignas(64) int16_t c[kSubGroup][kMaxVectorHeadDim];
+  float d[kSubGroup][kMaxVectorHeadDim / 32];
+};
+
+// Whether scores against K rows of type t take tile_scores_q8 (attention_rounds_query).
+inline bool integer_scores(KvElem t, int hd) { return t == KvElem::Q8_0 && (hd == 64 || hd == 128); }
+
+// hq's integer fields from its G x hd floats f (hd % 64 == 0): per group d = max |x| / 32767 and
+// the codes x / d rounded to nearest, so a code's error is at most 2^-16 of the group's largest
+// value (an f16 K row's rounding is 2^-11 of each value).
+void quantize_query(HeadQuery* hq, int G, int hd) {
+  for (int g = 0; g < G; ++g) {
+    const float* x = hq->f + size_t(g) * hd;
+    for (int b = 0; b < hd / 32; ++b) {
+      const __m512 lo = _mm512_loadu_ps(x + 32 * b), hi = _mm512_loadu_ps(x + 32 * b + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+      hq->d[g][b] = amax / 32767.0f;
+      const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+      // Round to nearest (even) and saturate to int16 (only a rounding at the max can exceed it).
+      int16_t* piece = &hq->c[g][64 * (b / 2)] + 16 * (b % 2);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(piece), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(piece + 32),
+                         _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+    }
+  }
+}
+
+// reduce_pairs on integer lane sums, stopping before its last fold: lane j of *s0 (*s1) = the sum
+// of lanes 0..7 (8..15) of the j-th dot product - its first (second) 32-value group.
+inline void reduce_pairs_groups(const __m512i* t, __m512i* s0, __m512i* s1) {
+  auto shuffle = [](__m512i a, __m512i b, auto imm) {
+    return _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), decltype(imm)::value));
+  };
+  using Lo = std::integral_constant<int, _MM_SHUFFLE(1, 0, 1, 0)>;
+  using Hi = std::integral_constant<int, _MM_SHUFFLE(3, 2, 3, 2)>;
+  __m512i r[4];
+  for (int i = 0; i < 4; ++i)
+    r[i] = _mm512_add_epi32(shuffle(t[2 * i], t[2 * i + 1], Lo{}), shuffle(t[2 * i], t[2 * i + 1], Hi{}));
+  // 128-bit lanes 0 and 1 of r[i] come from the first group's lanes, 2 and 3 from the second's.
+  const __m512i a = _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], 0x88), _mm512_shuffle_i32x4(r[0], r[1], 0xDD));
+  const __m512i b = _mm512_add_epi32(_mm512_shuffle_i32x4(r[2], r[3], 0x88), _mm512_shuffle_i32x4(r[2], r[3], 0xDD));
+  *s0 = _mm512_shuffle_i32x4(a, b, 0x88);
+  *s1 = _mm512_shuffle_i32x4(a, b, 0xDD);
+}
+
+// Scores against q8_0 K rows in integers: per 64-value piece of a row (two q8_0 groups), its
+// codes widened to 16 bits in the order of hq.c (group 2i's values 0..15 beside group 2i + 1's,
+// then 16..31 likewise) and multiplied by a head's 16-bit query codes with two vpdpwssd, so lanes
+// 0..7 sum the first group and 8..15 the second (exact in int32: |sum| <= 32 * 32767 * 127).
+// reduce_pairs_groups gives each position's two group sums, which take the product of the K and
+// query scales in f32. Against tile_scores<Q8_0> a row costs two widening loads per piece instead
+// of a widen, a convert and a scale product per 16 values, and a head two vpdpwssd per piece
+// instead of four FMAs; the query's rounding (2^-16 of its group's largest value) is far below
+// the K row's own (q8_0: 2^-8).
+template <int NP>
+void tile_scores_q8(const uint8_t* const* krow, const HeadQuery& hq, int G, __m512* out) {
+  for (int piece = 0; piece < NP; ++piece) {
+    const size_t off = size_t(piece) * 68;  // two 34-byte groups per piece
+    // The 16 positions' group scales, in position order.
+    alignas(32) uint16_t d0[kTile], d1[kTile];
+    for (int j = 0; j < kTile; ++j) {
+      std::memcpy(&d0[j], krow[j] + off, 2);
+      std::memcpy(&d1[j], krow[j] + off + 34, 2);
+    }
+    const __m512 k0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d0)));
+    const __m512 k1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d1)));
+    __m512i t[kSubGroup][kTile / 2];
+    // Values h * 16 .. h * 16 + 15 of both groups, widened: [first group's | second group's].
+    auto codes = [off](const uint8_t* row, int h) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 2 + 16 * h));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 36 + 16 * h));
+      return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+    };
+    for (int j = 0; j < kTile; j += 2) {
+      const __m512i a0 = codes(krow[j], 0), a1 = codes(krow[j], 1);
+      const __m512i b0 = codes(krow[j + 1], 0), b1 = codes(krow[j + 1], 1);
+      for (int g = 0; g < G; ++g) {
+        const __m512i q0 = _mm512_load_si512(&hq.c[g][64 * piece]);
+        const __m512i q1 = _mm512_load_si512(&hq.c[g][64 * piece + 32]);
+        const __m512i a = _mm512_dpwssd_epi32(_mm512_madd_epi16(a0, q0), a1, q1);
+        const __m512i b = _mm512_dpwssd_epi32(_mm512_madd_epi16(b0, q0), b1, q1);
+        t[g][j / 2] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      __m512i s0, s1;
+      reduce_pairs_groups(t[g], &s0, &s1);
+      const __m512 x0 = _mm512_mul_ps(k0, _mm512_set1_ps(hq.d[g][2 * piece]));
+      const __m512 x1 = _mm512_mul_ps(k1, _mm512_set1_ps(hq.d[g][2 * piece + 1]));
+      const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), x1, _mm512_mul_ps(_mm512_cvtepi32_ps(s0), x0));
+      out[g] = piece == 0 ? v : _mm512_add_ps(out[g], v);
+    }
+  }
+}
+
+// The 16 scores of rows krow[0..16) (see reduce_pairs): each K row is loaded (and dequantized)
 // once for all G heads, two rows at a time.
 template <KvElem KT, int NC>
-void tile_scores(const uint8_t* const* krow, const float* q, int G, __m512 (*t)[kTile / 2]) {
+void tile_scores(const uint8_t* const* krow, const HeadQuery& hq, int G, __m512* out) {
+  const float* q = hq.f;
+  __m512 t[kSubGroup][kTile / 2];
   for (int j = 0; j < kTile; j += 2) {
     __m512 k0[NC], k1[NC];
     for (int c = 0; c < NC; ++c) {
@@ -182,6 +288,7 @@ void tile_scores(const uint8_t* const* krow, const float* q, int G, __m512 (*t)[
       }
     }
   }
+  for (int g = 0; g < G; ++g) out[g] = reduce_pairs(t[g]);
 }
 
 // acc[g][c] = acc[g][c] * cs[g] + sum_{j < T} p[g][j] V[j][16c ..) for c in [c0, c0 + NCC):
@@ -235,7 +342,7 @@ void accumulate_any(int G, const uint8_t* const* vrow, int T, const float (*p)[k
   }
 }
 
-using ScoresFn = void (*)(const uint8_t* const* krow, const float* q, int G, __m512 (*t)[kTile / 2]);
+using ScoresFn = void (*)(const uint8_t* const* krow, const HeadQuery& hq, int G, __m512* out);
 using AccumulateFn = void (*)(int G, const uint8_t* const* vrow, int T, const float (*p)[kSpan], const float* cs,
                               int hd, float* acc);
 
@@ -255,6 +362,7 @@ ScoresFn scores_for(int hd) {
 }
 
 ScoresFn scores_fn(KvElem t, int hd) {
+  if (integer_scores(t, hd)) return hd == 64 ? tile_scores_q8<1> : tile_scores_q8<2>;
   return with_kv_elem(t, [hd](auto kt) { return scores_for<decltype(kt)::value>(hd); });
 }
 
@@ -276,15 +384,16 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   const int hd = kv.head_dim;
   const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
   alignas(64) float acc[kMaxHeads][kSubGroup * kMaxVectorHeadDim];  // [head][G][hd]
-  alignas(64) float qa[kMaxHeads][kSubGroup * kMaxVectorHeadDim];   // [head][G][hd]: q, aligned for tile_scores
+  alignas(64) HeadQuery qa[kMaxHeads];                              // the heads' queries
   alignas(64) float p[kMaxHeads][kSubGroup][kSpan];                 // e^(score - m) of the span
-  alignas(64) __m512 t[kSubGroup][kTile / 2];                       // half-reduced dot products (tile_scores)
+  alignas(64) __m512 tile[kSubGroup];                               // a tile's unscaled scores
   alignas(64) __m512 sc[kMaxHeads][kSubGroup][kSpan / kTile];       // scaled scores of the span's tiles
   float m[kMaxHeads][kSubGroup], cs[kMaxHeads][kSubGroup];
   __m512 sum[kMaxHeads][kSubGroup];  // running sums of e^(score - m), lane-wise
   for (int h = 0; h < nheads; ++h) {
     std::fill(acc[h], acc[h] + size_t(G) * hd, 0.0f);
-    std::memcpy(qa[h], q + size_t(h) * q_stride, size_t(G) * size_t(hd) * sizeof(float));
+    std::memcpy(qa[h].f, q + size_t(h) * q_stride, size_t(G) * size_t(hd) * sizeof(float));
+    if (integer_scores(kv.k_type, hd)) quantize_query(&qa[h], G, hd);
     for (int g = 0; g < G; ++g) {
       m[h][g] = -std::numeric_limits<float>::infinity();
       sum[h][g] = _mm512_setzero_ps();
@@ -308,11 +417,11 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
       head_rows(krow, vrow, T, tiles * kTile, h, k_row, v_row, kh, vh);
       for (int i = 0; i < tiles; ++i) {
         if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
-        scores(kh + i * kTile, qa[h], G, t);
+        scores(kh + i * kTile, qa[h], G, tile);
         const int left = T - i * kTile;
         const __mmask16 valid = left >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
         for (int g = 0; g < G; ++g)
-          sc[h][g][i] = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(reduce_pairs(t[g]), sv));
+          sc[h][g][i] = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(tile[g], sv));
       }
       for (int g = 0; g < G; ++g) {
         __m512 mx = sc[h][g][0];

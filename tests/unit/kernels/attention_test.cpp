@@ -1,7 +1,7 @@
 // Paged attention kernels against a naive two-pass softmax in double precision, over every KV
 // element type (f32, f16, bf16, q8_0, q4_0, and K/V of different types), several lengths (inside
 // one block, across blocks and chunks, partial last block), head dims (vector paths and the scalar
-// fallback; 8, 12, 40, 64, 128 and 272) and query-head groupings, with a shuffled block table, on
+// fallback; 8, 12, 40, 64, 128, 192 and 272) and query-head groupings, with a shuffled block table, on
 // every vector path this CPU has (AVX2, AVX-512).
 #include <gtest/gtest.h>
 
@@ -122,6 +122,15 @@ std::vector<float> random_q(int group, int hd, uint32_t seed, float sd) {
   return q;
 }
 
+// q as the pinned path reads it against K rows of type k: rounded where attention_rounds_query
+// says so (per 32 values, so rounding [group][hd] at once rounds each head's row), else as is.
+std::vector<float> rounded_if_the_path_rounds(const std::vector<float>& q, KvElem k, int hd) {
+  if (!attention_rounds_query(k, hd)) return q;
+  std::vector<float> r(q.size());
+  attention_round_query(q.data(), int(q.size()), r.data());
+  return r;
+}
+
 // Every test runs once per vector path this CPU has (AVX2 always, AVX-512 where present), pinned
 // with attention_pin_isa; the scalar reference is the same in both.
 class PagedAttention : public ::testing::TestWithParam<Isa> {
@@ -148,7 +157,8 @@ TEST_P(PagedAttention, PinnedPathIsUsed) { EXPECT_EQ(attention_isa(), GetParam()
 TEST_P(PagedAttention, MatchesNaiveSoftmax) {
   struct Case { int head_dim, num_kv_heads, group, block_size; };
   const Case cases[] = {{64, 3, 3, 16}, {64, 1, 1, 16}, {128, 2, 4, 32}, {64, 2, 9, 16},
-                        {8, 1, 2, 4},   {12, 2, 3, 16}, {272, 1, 2, 16}, {40, 1, 2, 16}};
+                        {8, 1, 2, 4},   {12, 2, 3, 16}, {272, 1, 2, 16}, {40, 1, 2, 16},
+                        {192, 1, 2, 16}};
   uint32_t seed = 1;
   for (const Case& c : cases)
     for (KvElem kt : kAll)
@@ -158,13 +168,20 @@ TEST_P(PagedAttention, MatchesNaiveSoftmax) {
           // Large queries make the softmax peaked, which exercises the running-max rescaling.
           const auto q = random_q(c.group, c.head_dim, seed++, 2.0f);
           const float scale = 1.0f / std::sqrt(float(c.head_dim));
+          // The vector path's reference reads the query as it does (attention_rounds_query).
+          const auto qr = rounded_if_the_path_rounds(q, kt, c.head_dim);
           for (int kvh = 0; kvh < c.num_kv_heads; ++kvh) {
             const auto want = naive(a, n, kvh, q.data(), c.group, scale);
+            const auto want_vec = naive(a, n, kvh, qr.data(), c.group, scale);
             std::vector<float> got(q.size()), got_scalar(q.size());
             attention_group(a.view(), n, kvh, q.data(), c.group, scale, got.data());
             attention_group_scalar(a.view(), n, kvh, q.data(), c.group, scale, got_scalar.data());
             for (size_t i = 0; i < q.size(); ++i) {
-              ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+              // The query's rounding (2^-16 of its group's largest value) stays far below the
+              // tolerances of the quantized types themselves (QuantizedCloseToF32).
+              ASSERT_NEAR(got[i], want[i], 2e-4 * (1 + std::fabs(want[i])))
+                  << "exact query: hd " << c.head_dim << " k " << name(kt) << " n " << n << " i " << i;
+              ASSERT_NEAR(got[i], want_vec[i], 2e-5 * (1 + std::fabs(want_vec[i])))
                   << "hd " << c.head_dim << " group " << c.group << " k " << name(kt) << " v " << name(vt)
                   << " n " << n << " i " << i;
               ASSERT_NEAR(got_scalar[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
@@ -232,6 +249,8 @@ TEST_P(PagedAttention, WindowRangeReadsOnlyItsPositions) {
       Arena a(bs, 2, hd, t, t, end, uint32_t(begin * 7 + end));
       const auto q = random_q(group, hd, 9, 2.0f);
       const auto want = naive(a, end, 1, q.data(), group, 0.125, begin);
+      const auto qr = rounded_if_the_path_rounds(q, t, hd);
+      const auto want_vec = naive(a, end, 1, qr.data(), group, 0.125, begin);
       std::vector<float> nan_row(size_t(hd), NAN);
       for (int64_t p = (begin / bs) * bs; p < begin; ++p)
         for (int part = 0; part < 2; ++part)
@@ -243,7 +262,8 @@ TEST_P(PagedAttention, WindowRangeReadsOnlyItsPositions) {
       attention_group_range(a.view(), begin, end, 1, q.data(), group, 0.125f, got.data());
       attention_group_range_scalar(a.view(), begin, end, 1, q.data(), group, 0.125f, got_scalar.data());
       for (size_t i = 0; i < q.size(); ++i) {
-        ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name(t) << " [" << begin << "," << end << ") " << i;
+        ASSERT_NEAR(got[i], want_vec[i], 2e-5 * (1 + std::fabs(want_vec[i])))
+            << name(t) << " [" << begin << "," << end << ") " << i;
         ASSERT_NEAR(got_scalar[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name(t) << " scalar " << i;
       }
       // The chunk arithmetic the forward pass uses to split a window across threads.
@@ -287,6 +307,29 @@ TEST_P(PagedAttention, PositionSplitMergesExactly) {
     attention_finish(group, hd, s1.data(), uneven.data());
     for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(uneven[i], whole[i], 1e-5 * (1 + std::fabs(whole[i]))) << i;
   }
+}
+
+// attention_round_query: per group of 32, values move by at most half a step of max |q| / 32767,
+// the largest keeps its magnitude, zeros stay zero, and a short last group is rounded on its own.
+TEST(AttentionRoundQuery, HalfAStepOfTheGroupMaximum) {
+  std::vector<float> q = random_q(1, 100, 5, 3.0f);
+  q[7] = 250.0f;  // an outlier: its group's step grows, the other groups' do not
+  for (int i = 64; i < 96; ++i) q[size_t(i)] = 0.0f;
+  std::vector<float> r(q.size());
+  attention_round_query(q.data(), int(q.size()), r.data());
+  for (int b = 0; b < 100; b += 32) {
+    float amax = 0;
+    for (int i = b; i < std::min(100, b + 32); ++i) amax = std::max(amax, std::fabs(q[size_t(i)]));
+    for (int i = b; i < std::min(100, b + 32); ++i) {
+      ASSERT_LE(std::fabs(r[size_t(i)] - q[size_t(i)]), 0.5f * amax / 32767.0f * (1 + 1e-5f)) << i;
+      if (q[size_t(i)] == 0.0f) {
+        ASSERT_EQ(r[size_t(i)], 0.0f) << i;
+      }
+    }
+  }
+  EXPECT_NEAR(r[7], 250.0f, 1e-4f);
+  EXPECT_NE(r[40], q[40]);  // rounded: not a no-op
+  EXPECT_NEAR(r[40], q[40], 0.5 * 3.0 * 6 / 32767);  // its group (32..63) has no outlier
 }
 
 // Quantized K/V against the f32 cache built from the same values: the attention output moves
