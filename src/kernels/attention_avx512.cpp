@@ -8,8 +8,8 @@
 //   1. per tile of kTile = 16 positions, K rows are read two at a time into registers
 //      (dequantized there, never copied); q[g] * K[j] lane-wise (hd / 16 FMAs per row and head),
 //      folded once per pair of rows, and one transposing reduction turns a head's 8 pair vectors
-//      into one vector of its 16 scores; against q8_0 K (head_dim 64 or 128) the products are
-//      integer instead (tile_scores_q8: a 16-bit query, exact sums per q8_0 group);
+//      into one vector of its 16 scores; against q8_0 or q4_0 K (head_dim 64 or 128) the
+//      products are integer instead (tile_scores_int: a 16-bit query, exact sums per group);
 //   2. the online softmax runs once per span on its tiles' score vectors: masked lanes (past the
 //      end) are -inf, the running max moves by vector maxes, e^(score - m) is one vector exp per
 //      tile, and the running sum stays a vector (reduced once at the end). One update per 64
@@ -150,18 +150,23 @@ inline void chunk_pair(const uint8_t* row, int c, __m512* lo, __m512* hi) {
 
 // One KV head's queries, [G][hd], as each scores kernel reads them: f for the float kernels
 // (64-byte aligned: split loads cost a third more in tile_scores), and for q8_0 K
-// (tile_scores_q8) the same queries as 16-bit integers with one f32 scale d per 32-value group:
+// (tile_scores_int) the same queries as 16-bit integers with one f32 scale d per 32-value group:
 // per 64-value piece (groups 2i and 2i + 1) two vectors of 32, [group 2i values 0..15, group
 // 2i + 1 values 0..15] and [group 2i values 16..31, group 2i + 1 values 16..31], the order in
-// which tile_scores_q8 widens a K row's codes.
+// which tile_scores_int widens a K row's codes.
+// bias8: per piece, the 16 lanes of the integer products' start for q4_0 K, whose codes are
+// stored + 8: lane l = -8 * (the two codes of lane l in each of the piece's two vectors).
 struct HeadQuery {
   alignas(64) float f[kSubGroup * kMaxVectorHeadDim];
   alignas(64) int16_t c[kSubGroup][kMaxVectorHeadDim];
+  alignas(64) int32_t bias8[kSubGroup][kMaxVectorHeadDim / 4];
   float d[kSubGroup][kMaxVectorHeadDim / 32];
 };
 
-// Whether scores against K rows of type t take tile_scores_q8 (attention_rounds_query).
-inline bool integer_scores(KvElem t, int hd) { return t == KvElem::Q8_0 && (hd == 64 || hd == 128); }
+// Whether scores against K rows of type t take tile_scores_int (attention_rounds_query).
+inline bool integer_scores(KvElem t, int hd) {
+  return (t == KvElem::Q8_0 || t == KvElem::Q4_0) && (hd == 64 || hd == 128);
+}
 
 // hq's integer fields from its G x hd floats f (hd % 64 == 0): per group d = max |x| / 32767 and
 // the codes x / d rounded to nearest, so a code's error is at most 2^-16 of the group's largest
@@ -179,6 +184,12 @@ void quantize_query(HeadQuery* hq, int G, int hd) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(piece), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
       _mm256_store_si256(reinterpret_cast<__m256i*>(piece + 32),
                          _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+    }
+    for (int p = 0; p < hd / 64; ++p) {
+      const __m512i ones = _mm512_set1_epi16(1);
+      const __m512i pairs = _mm512_add_epi32(_mm512_madd_epi16(_mm512_load_si512(&hq->c[g][64 * p]), ones),
+                                             _mm512_madd_epi16(_mm512_load_si512(&hq->c[g][64 * p + 32]), ones));
+      _mm512_store_si512(&hq->bias8[g][16 * p], _mm512_mullo_epi32(pairs, _mm512_set1_epi32(-8)));
     }
   }
 }
@@ -201,42 +212,64 @@ inline void reduce_pairs_groups(const __m512i* t, __m512i* s0, __m512i* s1) {
   *s1 = _mm512_shuffle_i32x4(a, b, 0xDD);
 }
 
-// Scores against q8_0 K rows in integers: per 64-value piece of a row (two q8_0 groups), its
+// Scores against q8_0 or q4_0 K rows in integers: per 64-value piece of a row (two groups), its
 // codes widened to 16 bits in the order of hq.c (group 2i's values 0..15 beside group 2i + 1's,
-// then 16..31 likewise) and multiplied by a head's 16-bit query codes with two vpdpwssd, so lanes
-// 0..7 sum the first group and 8..15 the second (exact in int32: |sum| <= 32 * 32767 * 127).
-// reduce_pairs_groups gives each position's two group sums, which take the product of the K and
-// query scales in f32. Against tile_scores<Q8_0> a row costs two widening loads per piece instead
-// of a widen, a convert and a scale product per 16 values, and a head two vpdpwssd per piece
-// instead of four FMAs; the query's rounding (2^-16 of its group's largest value) is far below
-// the K row's own (q8_0: 2^-8).
-template <int NP>
-void tile_scores_q8(const uint8_t* const* krow, const HeadQuery& hq, int G, __m512* out) {
+// then 16..31 likewise: for q4_0 the low nibbles, then the high ones) and multiplied by a head's
+// 16-bit query codes with two vpdpwssd, so lanes 0..7 sum the first group and 8..15 the second
+// (exact in int32: |sum| <= 32 * 32767 * 127; q4_0's sums start at hq.bias8, which removes the
+// codes' +8). reduce_pairs_groups gives each position's two group sums, which take the product
+// of the K and query scales in f32. Against tile_scores<Q8_0> a row costs two widening loads per
+// piece instead of a widen, a convert and a scale product per 16 values, and a head two vpdpwssd
+// per piece instead of four FMAs; the query's rounding (2^-16 of its group's largest value) is
+// far below the K row's own (q8_0: 2^-8).
+template <KvElem KT, int NP>
+void tile_scores_int(const uint8_t* const* krow, const HeadQuery& hq, int G, __m512* out) {
+  constexpr size_t kGroup = KT == KvElem::Q8_0 ? 34 : 18;  // bytes per 32-value group
   for (int piece = 0; piece < NP; ++piece) {
-    const size_t off = size_t(piece) * 68;  // two 34-byte groups per piece
+    const size_t off = size_t(piece) * 2 * kGroup;
     // The 16 positions' group scales, in position order.
     alignas(32) uint16_t d0[kTile], d1[kTile];
     for (int j = 0; j < kTile; ++j) {
       std::memcpy(&d0[j], krow[j] + off, 2);
-      std::memcpy(&d1[j], krow[j] + off + 34, 2);
+      std::memcpy(&d1[j], krow[j] + off + kGroup, 2);
     }
     const __m512 k0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d0)));
     const __m512 k1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d1)));
     __m512i t[kSubGroup][kTile / 2];
-    // Values h * 16 .. h * 16 + 15 of both groups, widened: [first group's | second group's].
-    auto codes = [off](const uint8_t* row, int h) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 2 + 16 * h));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 36 + 16 * h));
-      return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+    // Values 0..15 (*v0) and 16..31 (*v1) of both groups, widened: [first group's | second's].
+    auto codes = [off](const uint8_t* row, __m512i* v0, __m512i* v1) {
+      auto both = [&](size_t at) {
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 2 + at));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + kGroup + 2 + at));
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+      };
+      if constexpr (KT == KvElem::Q8_0) {
+        *v0 = _mm512_cvtepi8_epi16(both(0));
+        *v1 = _mm512_cvtepi8_epi16(both(16));
+      } else {
+        const __m256i b = both(0), low4 = _mm256_set1_epi8(0x0F);
+        *v0 = _mm512_cvtepu8_epi16(_mm256_and_si256(b, low4));
+        *v1 = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4));
+      }
     };
     for (int j = 0; j < kTile; j += 2) {
-      const __m512i a0 = codes(krow[j], 0), a1 = codes(krow[j], 1);
-      const __m512i b0 = codes(krow[j + 1], 0), b1 = codes(krow[j + 1], 1);
+      __m512i a0, a1, b0, b1;
+      codes(krow[j], &a0, &a1);
+      codes(krow[j + 1], &b0, &b1);
       for (int g = 0; g < G; ++g) {
         const __m512i q0 = _mm512_load_si512(&hq.c[g][64 * piece]);
         const __m512i q1 = _mm512_load_si512(&hq.c[g][64 * piece + 32]);
-        const __m512i a = _mm512_dpwssd_epi32(_mm512_madd_epi16(a0, q0), a1, q1);
-        const __m512i b = _mm512_dpwssd_epi32(_mm512_madd_epi16(b0, q0), b1, q1);
+        __m512i a, b;
+        if constexpr (KT == KvElem::Q8_0) {
+          a = _mm512_madd_epi16(a0, q0);
+          b = _mm512_madd_epi16(b0, q0);
+        } else {
+          const __m512i bias = _mm512_load_si512(&hq.bias8[g][16 * piece]);
+          a = _mm512_dpwssd_epi32(bias, a0, q0);
+          b = _mm512_dpwssd_epi32(bias, b0, q0);
+        }
+        a = _mm512_dpwssd_epi32(a, a1, q1);
+        b = _mm512_dpwssd_epi32(b, b1, q1);
         t[g][j / 2] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
       }
     }
@@ -362,7 +395,10 @@ ScoresFn scores_for(int hd) {
 }
 
 ScoresFn scores_fn(KvElem t, int hd) {
-  if (integer_scores(t, hd)) return hd == 64 ? tile_scores_q8<1> : tile_scores_q8<2>;
+  if (integer_scores(t, hd)) {
+    if (t == KvElem::Q8_0) return hd == 64 ? tile_scores_int<KvElem::Q8_0, 1> : tile_scores_int<KvElem::Q8_0, 2>;
+    return hd == 64 ? tile_scores_int<KvElem::Q4_0, 1> : tile_scores_int<KvElem::Q4_0, 2>;
+  }
   return with_kv_elem(t, [hd](auto kt) { return scores_for<decltype(kt)::value>(hd); });
 }
 
