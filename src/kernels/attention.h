@@ -105,7 +105,7 @@ void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t 
 // uses one of them.
 Isa attention_isa();
 
-// Where true (the AVX-512 path, q8_0 or q4_0 K, head_dim 64 or 128), the scores are
+// Where true (q8_0 or q4_0 K, head_dim 64 or 128, on either vector path), the scores are
 // integer dot products of K's codes with the query rounded per 32 values to 16-bit integers:
 // exactly the scores of the query attention_round_query gives (V and the softmax are unchanged).
 // The rounding moves each query value by at most 2^-16 of its group's largest magnitude (an f16

@@ -9,6 +9,8 @@
 //   1. per tile of kTile = 8 positions, each K row is loaded (and dequantized) in registers, once
 //      for all G query heads of its KV head; q[g] * K[j] lane-wise is kept per (head, row), and one
 //      hsum8 per (head, tile) turns the 8 row vectors into one vector of the tile's 8 scores;
+//      against q8_0 or q4_0 K (head_dim 64 or 128) the products are integer instead
+//      (tile_scores_int: the 16-bit query of the AVX-512 kernel, exact sums per group);
 //   2. the online softmax runs once per span on its tiles' score vectors (vector max, vector exp,
 //      vector running sum, reduced once at the end);
 //   3. acc[g] = acc[g] * c[g] + sum_j p[g][j] V[j] with G x NCC accumulators in registers and each
@@ -117,10 +119,122 @@ inline void chunk_pair(const uint8_t* row, int c, __m256* lo, __m256* hi) {
   }
 }
 
-// t[g][j] = q[g] * K[j] lane-wise summed over the head dim (not yet reduced across lanes) for the
-// 8 rows krow[0..8): each K row is loaded (and dequantized) once for all G heads.
+// One KV head's queries, [G][hd], as each scores kernel reads them: f for the float kernels
+// (32-byte aligned), and for q8_0/q4_0 K (tile_scores_int) the same queries as 16-bit integers
+// c with one f32 scale d per 32-value group, rounded as attention_round_query (attention.h) and
+// as the AVX-512 kernel rounds them.
+struct HeadQuery {
+  alignas(32) float f[kSubGroup * kMaxHeadDim];
+  alignas(32) int16_t c[kSubGroup][kMaxHeadDim];
+  float d[kSubGroup][kMaxHeadDim / 32];
+};
+
+// Whether scores against K rows of type t take tile_scores_int (attention_rounds_query).
+inline bool integer_scores(KvElem t, int hd) {
+  return (t == KvElem::Q8_0 || t == KvElem::Q4_0) && (hd == 64 || hd == 128);
+}
+
+// hq's integer fields from its G x hd floats f (hd % 32 == 0): per group d = max |x| / 32767,
+// codes round-to-nearest-even(x / d), saturated to int16 (only a rounding at the max could pass it).
+void quantize_query(HeadQuery* hq, int G, int hd) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int g = 0; g < G; ++g) {
+    const float* x = hq->f + size_t(g) * hd;
+    for (int b = 0; b < hd / 32; ++b) {
+      __m256 v[4];
+      __m256 mx = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+        mx = _mm256_max_ps(mx, _mm256_and_ps(v[i], abs_mask));
+      }
+      const float amax = hmax(mx);
+      hq->d[g][b] = amax / 32767.0f;
+      const __m256 id = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+      for (int i = 0; i < 4; i += 2) {
+        const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+        const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(v[i + 1], id));
+        // packs works per 128-bit lane: [lo 0-3, hi 0-3 | lo 4-7, hi 4-7]; 0xD8 restores order.
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(&hq->c[g][32 * b + 8 * i]), packed);
+      }
+    }
+  }
+}
+
+// Scores against q8_0 or q4_0 K rows in integers (the AVX-512 kernel's tile_scores_int in 8
+// lanes): per 32-value group of a row, its codes widened to 16 bits (q4_0: the nibbles less 8)
+// times a head's 16-bit query codes by two vpmaddwd, exact in int32; per 64-value piece one
+// hadd puts the first group's partial sums in lanes 0, 1, 4, 5 and the second's in 2, 3, 6, 7,
+// and per tile a transposing reduction gives the 8 positions' sums of each group, which take
+// the product of the K and query scales in f32. The result is the same integer per group as
+// the AVX-512 kernel's (the f32 steps after it are the same too).
+template <KvElem KT, int NP>
+void tile_scores_int(const uint8_t* const* krow, const HeadQuery& hq, int G, __m256* out) {
+  constexpr size_t kGroup = KT == KvElem::Q8_0 ? 34 : 18;  // bytes per 32-value group
+  // Values 0..15 (*lo) and 16..31 (*hi) of the group at g, widened to int16.
+  auto codes = [](const uint8_t* g, __m256i* lo, __m256i* hi) {
+    if constexpr (KT == KvElem::Q8_0) {
+      *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
+      *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 18)));
+    } else {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)), low4 = _mm_set1_epi8(0x0F);
+      const __m256i eight = _mm256_set1_epi16(8);
+      *lo = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(b, low4)), eight);
+      *hi = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(b, 4), low4)), eight);
+    }
+  };
+  for (int piece = 0; piece < NP; ++piece) {
+    const size_t off = size_t(piece) * 2 * kGroup;
+    alignas(16) uint16_t d0[kTile], d1[kTile];  // the 8 positions' group scales
+    for (int j = 0; j < kTile; ++j) {
+      std::memcpy(&d0[j], krow[j] + off, 2);
+      std::memcpy(&d1[j], krow[j] + off + kGroup, 2);
+    }
+    const __m256 k0 = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d0)));
+    const __m256 k1 = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d1)));
+    __m256i t[kSubGroup][kTile];
+    for (int j = 0; j < kTile; ++j) {
+      __m256i c[4];
+      codes(krow[j] + off, &c[0], &c[1]);
+      codes(krow[j] + off + kGroup, &c[2], &c[3]);
+      for (int g = 0; g < G; ++g) {
+        const int16_t* qg = &hq.c[g][64 * piece];
+        __m256i m[4];
+        for (int i = 0; i < 4; ++i)
+          m[i] = _mm256_madd_epi16(c[i], _mm256_load_si256(reinterpret_cast<const __m256i*>(qg + 16 * i)));
+        t[g][j] = _mm256_hadd_epi32(_mm256_add_epi32(m[0], m[1]), _mm256_add_epi32(m[2], m[3]));
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      // Per 128-bit lane of u: [x.first, x.second, y.first, y.second] for rows x, y (partial sums).
+      __m256 u[4];
+      for (int i = 0; i < 4; ++i) u[i] = _mm256_castsi256_ps(_mm256_hadd_epi32(t[g][2 * i], t[g][2 * i + 1]));
+      auto pick = [](__m256 x, __m256 y, auto imm) {
+        return _mm256_castps_si256(_mm256_shuffle_ps(x, y, decltype(imm)::value));
+      };
+      using First = std::integral_constant<int, _MM_SHUFFLE(2, 0, 2, 0)>;
+      using Second = std::integral_constant<int, _MM_SHUFFLE(3, 1, 3, 1)>;
+      // [positions 0..3 | the same positions' other partial sums], then 4..7; folded across lanes.
+      auto fold = [](__m256i a, __m256i b) {
+        return _mm256_cvtepi32_ps(
+            _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)));
+      };
+      const __m256 s0 = fold(pick(u[0], u[1], First{}), pick(u[2], u[3], First{}));
+      const __m256 s1 = fold(pick(u[0], u[1], Second{}), pick(u[2], u[3], Second{}));
+      const __m256 x0 = _mm256_mul_ps(k0, _mm256_set1_ps(hq.d[g][2 * piece]));
+      const __m256 x1 = _mm256_mul_ps(k1, _mm256_set1_ps(hq.d[g][2 * piece + 1]));
+      const __m256 v = _mm256_fmadd_ps(s1, x1, _mm256_mul_ps(s0, x0));
+      out[g] = piece == 0 ? v : _mm256_add_ps(out[g], v);
+    }
+  }
+}
+
+// The 8 scores of rows krow[0..8): q[g] * K[j] lane-wise summed over the head dim, then one hsum8
+// per head; each K row is loaded (and dequantized) once for all G heads.
 template <KvElem KT, int NC>
-void tile_scores(const uint8_t* const* krow, const float* q, int G, __m256 (*t)[kTile]) {
+void tile_scores(const uint8_t* const* krow, const HeadQuery& hq, int G, __m256* out) {
+  const float* q = hq.f;
+  __m256 t[kSubGroup][kTile];
   for (int j = 0; j < kTile; ++j) {
     __m256 k[NC];
     for (int c = 0; c < NC; ++c) k[c] = chunk<KT>(krow[j], c);
@@ -139,6 +253,7 @@ void tile_scores(const uint8_t* const* krow, const float* q, int G, __m256 (*t)[
       t[g][j] = a;
     }
   }
+  for (int g = 0; g < G; ++g) out[g] = hsum8(t[g]);
 }
 
 // acc[g][c] = acc[g][c] * cs[g] + sum_{j < T} p[g][j] V[j][8c ..) for c in [c0, c0 + NCC).
@@ -191,7 +306,7 @@ void accumulate_any(int G, const uint8_t* const* vrow, int T, const float (*p)[k
   }
 }
 
-using ScoresFn = void (*)(const uint8_t* const* krow, const float* q, int G, __m256 (*t)[kTile]);
+using ScoresFn = void (*)(const uint8_t* const* krow, const HeadQuery& hq, int G, __m256* out);
 using AccumulateFn = void (*)(int G, const uint8_t* const* vrow, int T, const float (*p)[kSpan], const float* cs,
                               int hd, float* acc);
 
@@ -208,6 +323,10 @@ ScoresFn scores_for(int hd) {
 }
 
 ScoresFn scores_fn(KvElem t, int hd) {
+  if (integer_scores(t, hd)) {
+    if (t == KvElem::Q8_0) return hd == 64 ? tile_scores_int<KvElem::Q8_0, 1> : tile_scores_int<KvElem::Q8_0, 2>;
+    return hd == 64 ? tile_scores_int<KvElem::Q4_0, 1> : tile_scores_int<KvElem::Q4_0, 2>;
+  }
   return with_kv_elem(t, [hd](auto kt) { return scores_for<decltype(kt)::value>(hd); });
 }
 
@@ -224,15 +343,16 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   const int hd = kv.head_dim;
   const size_t k_row = kv_row_bytes(kv.k_type, hd), v_row = kv_row_bytes(kv.v_type, hd);
   alignas(32) float acc[kMaxHeads][kSubGroup * kMaxHeadDim];  // [head][G][hd]
-  alignas(32) float qa[kMaxHeads][kSubGroup * kMaxHeadDim];   // [head][G][hd]: q, aligned
+  alignas(32) HeadQuery qa[kMaxHeads];                        // the heads' queries
   alignas(32) float p[kMaxHeads][kSubGroup][kSpan];                 // e^(score - m) of the span
-  alignas(32) __m256 t[kSubGroup][kTile];                           // per-row lane-wise products
+  alignas(32) __m256 tile[kSubGroup];                               // a tile's unscaled scores
   alignas(32) __m256 sc[kMaxHeads][kSubGroup][kSpan / kTile];       // scaled scores of the span's tiles
   float m[kMaxHeads][kSubGroup], cs[kMaxHeads][kSubGroup];
   __m256 sum[kMaxHeads][kSubGroup];  // running sums of e^(score - m), lane-wise
   for (int h = 0; h < nheads; ++h) {
     std::fill(acc[h], acc[h] + size_t(G) * hd, 0.0f);
-    std::memcpy(qa[h], q + size_t(h) * q_stride, size_t(G) * size_t(hd) * sizeof(float));
+    std::memcpy(qa[h].f, q + size_t(h) * q_stride, size_t(G) * size_t(hd) * sizeof(float));
+    if (integer_scores(kv.k_type, hd)) quantize_query(&qa[h], G, hd);
     for (int g = 0; g < G; ++g) {
       m[h][g] = -std::numeric_limits<float>::infinity();
       sum[h][g] = _mm256_setzero_ps();
@@ -254,11 +374,11 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
       head_rows(krow, vrow, T, tiles * kTile, h, k_row, v_row, kh, vh);
       for (int i = 0; i < tiles; ++i) {
         if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
-        scores(kh + i * kTile, qa[h], G, t);
+        scores(kh + i * kTile, qa[h], G, tile);
         // Lanes at or past the span's end are -inf (exp gives exact zeros there).
         const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(T - i * kTile), lane));
         for (int g = 0; g < G; ++g)
-          sc[h][g][i] = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(hsum8(t[g]), sv), valid);
+          sc[h][g][i] = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(tile[g], sv), valid);
       }
       for (int g = 0; g < G; ++g) {
         __m256 mx = sc[h][g][0];
