@@ -77,6 +77,28 @@ TEST_P(GoldenLogitsTest, IncrementalEqualsFullRecompute) {
   EXPECT_LE(nmse(*inc, *full), 1e-6) << c.golden;
 }
 
+// A quantized cache on a model with head_dim 64 (tiny-llama), where attention scores q8_0/q4_0 K
+// in integers against a rounded query (kernels/attention.h, attention_rounds_query): token by
+// token equals one full pass (both read the same quantized rows with the same query rounding),
+// and the logits stay within the cache's own quantization error of the f32 reference (measured:
+// q8_0 2.4e-4, q4_0 5.7e-2 NMSE; the bounds leave ~4x).
+TEST(GoldenLogitsQuantizedCache, HeadDim64CloseToReference) {
+  GoldenLogits g;
+  ASSERT_TRUE(read_golden(shared_path("golden/logits/tiny-llama-f32.t1.bin"), &g));
+  const std::pair<KvDType, double> cases[] = {{KvDType::Q8_0, 1e-3}, {KvDType::Q4_0, 0.2}};
+  for (const auto& [kv, bound] : cases) {
+    auto gen = make("tiny/tiny-llama-f32.gguf", kv);
+    ASSERT_TRUE(gen);
+    auto full = gen->eval_all(g.tokens, false);
+    auto inc = gen->eval_all(g.tokens, true);
+    ASSERT_TRUE(full.ok() && inc.ok());
+    EXPECT_LE(nmse(*inc, *full), 1e-6) << kv_dtype_name(kv);
+    const double e = nmse(*inc, g.logits);
+    std::printf("tiny-llama, %s cache: NMSE %.3g against the f32 reference (limit %.3g)\n", kv_dtype_name(kv), e, bound);
+    EXPECT_LE(e, bound) << kv_dtype_name(kv);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEncodings, GoldenLogitsTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n = i.param.golden;
