@@ -249,7 +249,7 @@ void attention_pin_isa(Isa isa) {
 bool attention_rounds_query(KvElem k_type, int head_dim) {
   // Both vector paths (attention_isa() is never kScalar) round alike; other head dims take
   // float scores.
-  return (k_type == KvElem::Q8_0 || k_type == KvElem::Q4_0) && (head_dim == 64 || head_dim == 128);
+  return detail::integer_scores(k_type, head_dim);
 }
 
 void attention_round_query(const float* q, int n, float* out) {

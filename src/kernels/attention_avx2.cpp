@@ -129,11 +129,6 @@ struct HeadQuery {
   float d[kSubGroup][kMaxHeadDim / 32];
 };
 
-// Whether scores against K rows of type t take tile_scores_int (attention_rounds_query).
-inline bool integer_scores(KvElem t, int hd) {
-  return (t == KvElem::Q8_0 || t == KvElem::Q4_0) && (hd == 64 || hd == 128);
-}
-
 // hq's integer fields from its G x hd floats f (hd % 32 == 0): per group d = max |x| / 32767,
 // codes round-to-nearest-even(x / d), saturated to int16 (only a rounding at the max could pass it).
 void quantize_query(HeadQuery* hq, int G, int hd) {

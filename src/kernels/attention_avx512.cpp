@@ -163,11 +163,6 @@ struct HeadQuery {
   float d[kSubGroup][kMaxVectorHeadDim / 32];
 };
 
-// Whether scores against K rows of type t take tile_scores_int (attention_rounds_query).
-inline bool integer_scores(KvElem t, int hd) {
-  return (t == KvElem::Q8_0 || t == KvElem::Q4_0) && (hd == 64 || hd == 128);
-}
-
 // hq's integer fields from its G x hd floats f (hd % 64 == 0): per group d = max |x| / 32767 and
 // the codes x / d rounded to nearest, so a code's error is at most 2^-16 of the group's largest
 // value (an f16 K row's rounding is 2^-11 of each value).

@@ -111,6 +111,12 @@ static inline void head_rows(const uint8_t* const* krow, const uint8_t* const* v
   for (int j = T; j < padded; ++j) kh[j] = kh[0];
 }
 
+// Whether both vector paths score K rows of type t as integers against a rounded query
+// (attention_rounds_query, attention.h: their tile_scores_int).
+static inline bool integer_scores(KvElem t, int hd) {
+  return (t == KvElem::Q8_0 || t == KvElem::Q4_0) && (hd == 64 || hd == 128);
+}
+
 // pick(std::integral_constant<KvElem, t>{}): a kernel template's instance for a run-time type.
 template <typename Pick>
 static inline auto with_kv_elem(KvElem t, Pick&& pick) {
