@@ -1,6 +1,7 @@
 // Paged attention (one query head, and a group of 3 sharing a KV head) over contexts 128..2048 (SmolLM-135M's
 // head_dim 64, 3 KV heads, 16-token blocks), for every KV cache type (f32, f16, bf16, q8_0, q4_0). Blocks are handed out in a scrambled order,
-// as a long-running cache does, so the benchmark does not profit from a contiguous layout.
+// as a long-running cache does, so the benchmark does not profit from a contiguous layout
+// (BM_decode_step_cold also runs with them in id order, to measure what that layout is worth).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,14 +20,16 @@ constexpr int kHeadDim = 64;
 constexpr int kKvHeads = 3;
 constexpr int kBlockSize = 16;
 
-// A one-layer cache holding `ctx` random K/V rows behind a shuffled block table.
+// A cache of `num_layers` layers holding `ctx` random K/V rows behind a shuffled block table (in
+// id order with in_order: a fresh pool's adjacent blocks).
 struct Fixture {
   std::unique_ptr<KvStorage> kv;
   std::vector<int32_t> table;
   std::vector<float> q, out;
 };
 
-std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_queries, int num_layers = 1) {
+std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_queries, int num_layers = 1,
+                                      bool in_order = false) {
   KvLayout layout;
   layout.num_layers = num_layers;
   layout.num_kv_heads = kKvHeads;
@@ -41,7 +44,7 @@ std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_querie
   f->table.resize(size_t(num_blocks));
   std::iota(f->table.begin(), f->table.end(), 0);
   std::mt19937 rng(3);
-  std::shuffle(f->table.begin(), f->table.end(), rng);
+  if (!in_order) std::shuffle(f->table.begin(), f->table.end(), rng);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> k(kKvHeads * kHeadDim), v(kKvHeads * kHeadDim);
   for (int64_t p = 0; p < ctx; ++p) {
@@ -116,8 +119,8 @@ void BM_decode_step_attention(benchmark::State& state) {
 // The decode-step benchmarks' cache: 30 layers of `ctx` positions, queries for every KV head's
 // group of 3 (null, the benchmark skipped, when the arena cannot be allocated).
 constexpr int kStepGroup = 3, kStepLayers = 30;
-std::unique_ptr<Fixture> step_fixture(benchmark::State& state, int64_t ctx) {
-  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kStepGroup * kKvHeads, kStepLayers);
+std::unique_ptr<Fixture> step_fixture(benchmark::State& state, int64_t ctx, bool in_order = false) {
+  auto f = make_fixture(ctx, dtype_arg(state.range(1)), kStepGroup * kKvHeads, kStepLayers, in_order);
   if (!f) state.SkipWithError("KV arena allocation failed");
   return f;
 }
@@ -154,10 +157,13 @@ void BM_decode_step_partials(benchmark::State& state) {
 // layer's positions in kAttentionChunk chunks, one attention_partial_heads per chunk for all KV
 // heads, after a 256 MiB streaming read has evicted the K/V from every cache level (the weights do
 // that in the engine between two layers' attention). Against BM_decode_step_partials (heads
-// together, K/V in L3), the difference is what memory stalls cost. args: {context, dtype}
+// together, K/V in L3), the difference is what memory stalls cost. args: {context, dtype,
+// blocks in id order}: scattered blocks (0), as a long-running pool hands them out, or adjacent
+// ones (1), as a fresh pool does.
 void BM_decode_step_cold(benchmark::State& state) {
   const int64_t ctx = state.range(0);
-  auto f = step_fixture(state, ctx);
+  const bool in_order = state.range(2) != 0;
+  auto f = step_fixture(state, ctx, in_order);
   if (!f) return;
   std::vector<float> partials(attention_partial_floats(kStepGroup, kHeadDim) * kKvHeads);
   std::vector<uint64_t> flush(size_t(256) << 17, 1);  // 256 MiB
@@ -175,7 +181,7 @@ void BM_decode_step_cold(benchmark::State& state) {
     benchmark::DoNotOptimize(partials.data());
   }
   benchmark::DoNotOptimize(sink);
-  state.SetLabel(kv_dtype_name(f->kv->layout().k_dtype));
+  state.SetLabel(std::string(kv_dtype_name(f->kv->layout().k_dtype)) + (in_order ? " adjacent blocks" : " scattered blocks"));
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
@@ -187,7 +193,7 @@ BENCHMARK(BM_paged_attention_group3)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_attention)->ArgsProduct({{128, 2048}, {0, 1, 3, 4}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_partials)->ArgsProduct({{512, 2048}, {0, 1, 3}, {0, 1}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_decode_step_cold)->ArgsProduct({{512, 2048}, {1, 3, 4}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step_cold)->ArgsProduct({{512, 2048}, {1, 3, 4}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve
