@@ -1,5 +1,5 @@
-// matmul per weight encoding at the two shapes that matter: decode (m = 1 activation row, bound
-// by reading the weights) and prefill (m = 64 rows, bound by arithmetic). The matrix is
+// matmul per weight encoding at the shapes that matter: decode (m = 1 activation row, bound by
+// reading the weights), batched decode (m = 8) and prefill (m = 64 rows, bound by arithmetic). The matrix is
 // SmolLM-135M's FFN up-projection (1536 x 576) scaled up 2x in each direction so that it does not
 // sit in L2: 3072 x 1152 (13.5 MiB as f32, 2 MiB as q4_K).
 #include <benchmark/benchmark.h>
@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "tensor/block_formats.h"
 #include "tensor/quants.h"
 #include "util/half.h"
+#include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
@@ -109,11 +112,62 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                      GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K})
-    for (int64_t m : {1, 64})
+    for (int64_t m : {1, 8, 64})
       for (int packed : {0, 1}) b->Args({int64_t(t), m, packed});
 }
 
 BENCHMARK(BM_matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Decode as the engine runs it: the weights come from memory, not from a cache. 48 packed copies
+// of the matrix (~180 MiB as q8_0, far beyond L3) are multiplied one after another, each call
+// told the next one (NextWeights), like the passes of a forward step; bytes/s is the weight
+// stream. With one row this is bound by bandwidth; with 8 (batched decode) it shows how well the
+// kernel overlaps the stream with its arithmetic (compare BM_matmul's in-cache rate).
+// args: {ggml type id, m}
+void BM_matmul_stream(benchmark::State& state) {
+  constexpr int kCopies = 48;
+  const auto t = GgmlType(state.range(0));
+  const int64_t m = state.range(1);
+  const int64_t cols = ggml_block_size(t) == 256 ? 1280 : kCols;
+  Weights w = make_weights(t, cols);
+  const KernelTable& k = active_kernels();
+  const size_t pb = (packed_weight_bytes(k, w.w) + 63) / 64 * 64;
+  if (pb == 0) {
+    state.SkipWithError("no packed layout for this type");
+    return;
+  }
+  // On huge pages like the loader's packed weights (util/huge_pages.h).
+  const size_t total = round_up_to(pb * kCopies, kHugePageBytes);
+  std::unique_ptr<uint8_t, void (*)(uint8_t*)> store(
+      static_cast<uint8_t*>(::operator new(total, std::align_val_t(kHugePageBytes))),
+      [](uint8_t* p) { ::operator delete(p, std::align_val_t(kHugePageBytes)); });
+  advise_huge_pages(store.get(), total, kHugePageBytes);
+  uint8_t* base = store.get();
+  std::vector<WeightMatrix> ms(kCopies, w.w);
+  pack_weight(k, &ms[0], base);
+  for (int i = 1; i < kCopies; ++i) {
+    std::memcpy(base + size_t(i) * pb, base, pb);
+    ms[size_t(i)].packed = base + size_t(i) * pb;
+  }
+  std::vector<float> x(size_t(m * cols)), y(size_t(m * kRows));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  for (auto _ : state) {
+    for (int i = 0; i < kCopies; ++i)
+      matmul(ms[size_t(i)], x.data(), m, y.data(), &pool(), {&ms[size_t((i + 1) % kCopies)], 1});
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(ggml_type_name(t)) + " packed, from memory");
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(pb) * kCopies);
+  state.counters["flops"] = benchmark::Counter(double(2 * m * kRows * cols) * kCopies * double(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_matmul_stream)
+    ->ArgsProduct({{int64_t(GgmlType::Q8_0), int64_t(GgmlType::Q4_K)}, {1, 8}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kvserve
