@@ -125,7 +125,8 @@ BENCHMARK(BM_matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 // kernel overlaps the stream with its arithmetic (compare BM_matmul's in-cache rate).
 // args: {ggml type id, m}
 void BM_matmul_stream(benchmark::State& state) {
-  constexpr int kCopies = 48;
+  // KVS_BENCH_COPIES=N changes the count (6: ~22 MiB, from L3 instead of memory).
+  static const int kCopies = std::max(1, std::getenv("KVS_BENCH_COPIES") ? std::atoi(std::getenv("KVS_BENCH_COPIES")) : 48);
   const auto t = GgmlType(state.range(0));
   const int64_t m = state.range(1);
   const int64_t cols = ggml_block_size(t) == 256 ? 1280 : kCols;
