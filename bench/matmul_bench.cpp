@@ -159,7 +159,7 @@ void BM_matmul_stream(benchmark::State& state) {
       matmul(ms[size_t(i)], x.data(), m, y.data(), &pool(), {&ms[size_t((i + 1) % kCopies)], 1});
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(ggml_type_name(t)) + " packed, from memory");
+  state.SetLabel(std::string(ggml_type_name(t)) + " packed, " + std::to_string(kCopies) + " copies");
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(pb) * kCopies);
   state.counters["flops"] = benchmark::Counter(double(2 * m * kRows * cols) * kCopies * double(state.iterations()),
                                                benchmark::Counter::kIsRate);
