@@ -147,8 +147,12 @@ void BM_matmul_stream(benchmark::State& state) {
   std::vector<WeightMatrix> ms(kCopies, w.w);
   pack_weight(k, &ms[0], base);
   for (int i = 1; i < kCopies; ++i) {
-    std::memcpy(base + size_t(i) * pb, base, pb);
-    ms[size_t(i)].packed = base + size_t(i) * pb;
+    uint8_t* c = base + size_t(i) * pb;
+    std::memcpy(c, base, pb);
+    // Every 4 KiB page made unlike the first copy's: a host that merges identical pages would
+    // otherwise serve all copies from one (and from the caches). Codes only change values.
+    for (size_t o = 0; o + 4096 <= pb; o += 4096) c[o + 100] ^= uint8_t(i);
+    ms[size_t(i)].packed = c;
   }
   std::vector<float> x(size_t(m * cols)), y(size_t(m * kRows));
   std::mt19937 rng(7);
