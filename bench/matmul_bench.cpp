@@ -112,7 +112,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                      GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K})
-    for (int64_t m : {1, 8, 64})
+    for (int64_t m : {1, 2, 4, 8, 64})
       for (int packed : {0, 1}) b->Args({int64_t(t), m, packed});
 }
 
@@ -170,7 +170,7 @@ void BM_matmul_stream(benchmark::State& state) {
 }
 
 BENCHMARK(BM_matmul_stream)
-    ->ArgsProduct({{int64_t(GgmlType::Q8_0), int64_t(GgmlType::Q4_K)}, {1, 8}})
+    ->ArgsProduct({{int64_t(GgmlType::Q8_0), int64_t(GgmlType::Q4_K)}, {1, 2, 4, 8}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
