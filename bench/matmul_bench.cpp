@@ -57,8 +57,8 @@ void random_low_bit_blocks(GgmlType t, std::mt19937& rng, std::vector<uint8_t>& 
   }
 }
 
-Weights make_weights(GgmlType t, int64_t cols) {
-  std::mt19937 rng(42);
+Weights make_weights(GgmlType t, int64_t cols, uint32_t seed = 42) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> row(static_cast<size_t>(cols));
   Weights out;
@@ -144,15 +144,14 @@ void BM_matmul_stream(benchmark::State& state) {
       [](uint8_t* p) { ::operator delete(p, std::align_val_t(kHugePageBytes)); });
   advise_huge_pages(store.get(), total, kHugePageBytes);
   uint8_t* base = store.get();
-  std::vector<WeightMatrix> ms(kCopies, w.w);
-  pack_weight(k, &ms[0], base);
-  for (int i = 1; i < kCopies; ++i) {
-    uint8_t* c = base + size_t(i) * pb;
-    std::memcpy(c, base, pb);
-    // Every 4 KiB page made unlike the first copy's: a host that merges identical pages would
-    // otherwise serve all copies from one (and from the caches). Codes only change values.
-    for (size_t o = 0; o + 4096 <= pb; o += 4096) c[o + 100] ^= uint8_t(i);
-    ms[size_t(i)].packed = c;
+  // Distinct weights per copy: a host that merges identical pages would serve identical copies
+  // from one (and from the caches).
+  std::vector<WeightMatrix> ms;
+  for (int i = 0; i < kCopies; ++i) {
+    Weights wi = i == 0 ? std::move(w) : make_weights(t, cols, 42 + uint32_t(i));
+    pack_weight(k, &wi.w, base + size_t(i) * pb);
+    wi.w.data = nullptr;  // only the packed copy is read (matmul on the table it was packed for)
+    ms.push_back(wi.w);
   }
   std::vector<float> x(size_t(m * cols)), y(size_t(m * kRows));
   std::mt19937 rng(7);
