@@ -1,15 +1,15 @@
 // matmul per weight encoding at the shapes that matter: decode (m = 1 activation row, bound by
-// reading the weights), batched decode (m = 8) and prefill (m = 64 rows, bound by arithmetic). The matrix is
+// reading the weights), batched decode (m = 2, 4, 8) and prefill (m = 64 rows, bound by arithmetic). The matrix is
 // SmolLM-135M's FFN up-projection (1536 x 576) scaled up 2x in each direction so that it does not
 // sit in L2: 3072 x 1152 (13.5 MiB as f32, 2 MiB as q4_K).
 #include <benchmark/benchmark.h>
+
+#include "bench_util.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,7 +19,6 @@
 #include "tensor/block_formats.h"
 #include "tensor/quants.h"
 #include "util/half.h"
-#include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
@@ -32,7 +31,7 @@ static_assert(kCols % 32 == 0);
 // KVS_BENCH_THREADS=N fixes the pool size (default: all cores); 1 gives per-core figures that a
 // busy machine disturbs less.
 ThreadPool& pool() {
-  static ThreadPool p(std::getenv("KVS_BENCH_THREADS") ? std::atoi(std::getenv("KVS_BENCH_THREADS")) : 0);
+  static ThreadPool p(env_int("KVS_BENCH_THREADS", 0));
   return p;
 }
 
@@ -77,14 +76,16 @@ Weights make_weights(GgmlType t, int64_t cols, uint32_t seed = 42) {
   return out;
 }
 
+// k-quants need whole 256-element super-blocks.
+int64_t bench_cols(GgmlType t) { return ggml_block_size(t) == 256 ? 1280 : kCols; }
+
 // args: {ggml type id, m, packed} (packed 1: the matrix repacked for the dispatched table as the
 // loader does, where that table has a packed layout for the type)
 void BM_matmul(benchmark::State& state) {
   const auto t = GgmlType(state.range(0));
   const int64_t m = state.range(1);
   const bool packed = state.range(2) != 0;
-  // k-quants need whole 256-element super-blocks.
-  const int64_t cols = ggml_block_size(t) == 256 ? 1280 : kCols;
+  const int64_t cols = bench_cols(t);
   Weights w = make_weights(t, cols);
   std::vector<float> x(size_t(m * cols)), y(size_t(m * kRows));
   std::mt19937 rng(7);
@@ -126,10 +127,10 @@ BENCHMARK(BM_matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 // args: {ggml type id, m}
 void BM_matmul_stream(benchmark::State& state) {
   // KVS_BENCH_COPIES=N changes the count (6: ~22 MiB, from L3 instead of memory).
-  static const int kCopies = std::max(1, std::getenv("KVS_BENCH_COPIES") ? std::atoi(std::getenv("KVS_BENCH_COPIES")) : 48);
+  static const int kCopies = std::max(1, env_int("KVS_BENCH_COPIES", 48));
   const auto t = GgmlType(state.range(0));
   const int64_t m = state.range(1);
-  const int64_t cols = ggml_block_size(t) == 256 ? 1280 : kCols;
+  const int64_t cols = bench_cols(t);
   Weights w = make_weights(t, cols);
   const KernelTable& k = active_kernels();
   const size_t pb = (packed_weight_bytes(k, w.w) + 63) / 64 * 64;
@@ -137,13 +138,12 @@ void BM_matmul_stream(benchmark::State& state) {
     state.SkipWithError("no packed layout for this type");
     return;
   }
-  // On huge pages like the loader's packed weights (util/huge_pages.h).
-  const size_t total = round_up_to(pb * kCopies, kHugePageBytes);
-  std::unique_ptr<uint8_t, void (*)(uint8_t*)> store(
-      static_cast<uint8_t*>(::operator new(total, std::align_val_t(kHugePageBytes))),
-      [](uint8_t* p) { ::operator delete(p, std::align_val_t(kHugePageBytes)); });
-  advise_huge_pages(store.get(), total, kHugePageBytes);
-  uint8_t* base = store.get();
+  const HugeBuffer store(pb * size_t(kCopies));  // like the loader's packed weights
+  if (store.data() == nullptr) {
+    state.SkipWithError("allocation failed");
+    return;
+  }
+  uint8_t* base = store.data();
   // Distinct weights per copy: a host that merges identical pages would serve identical copies
   // from one (and from the caches).
   std::vector<WeightMatrix> ms;
