@@ -35,7 +35,8 @@ nlohmann::json to_json(const BenchReport& r) {
                            {"per_seq_tok_per_s", d.per_seq_tok_per_s},
                            {"ms_per_step", d.ms_per_step},
                            {"kv_bytes_per_step", d.kv_bytes_per_step},
-                           {"gb_per_s", d.gb_per_s}});
+                           {"gb_per_s", d.gb_per_s},
+                           {"vs_batch1", d.vs_batch1}});
   if (r.has_bandwidth) {
     j["bandwidth"] = {{"gb_per_s", r.bandwidth.gb_per_s},
                       {"median_gb_per_s", r.bandwidth.median_gb_per_s},
@@ -79,9 +80,11 @@ void print_table(const BenchReport& r, int repeat) {
     std::snprintf(label, sizeof label, "decode batch %d", d.batch);
     std::printf(
         "%-22s %12.1f %12.1f  tok/s aggregate | %.1f tok/s per seq | %.2f ms/step | ctx %lld, %lld steps | "
-        "%.1f GB/s with %s K/V per step\n",
+        "%.1f GB/s with %s K/V per step",
         label, d.tok_per_s.best, d.tok_per_s.median, d.per_seq_tok_per_s, d.ms_per_step, (long long)d.context,
         (long long)d.steps, d.gb_per_s, format_bytes(size_t(d.kv_bytes_per_step)).c_str());
+    if (d.batch > 1 && d.vs_batch1 > 0) std::printf(" | %.2fx batch 1 (median of paired runs)", d.vs_batch1);
+    std::printf("\n");
   }
   if (r.has_bandwidth) {
     std::printf("\nread bandwidth: %.1f GB/s best, %.1f median (%s buffer, %d threads, %d passes%s)\n",

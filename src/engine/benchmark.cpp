@@ -105,9 +105,12 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   int64_t total_seqs = 0;
   for (int b : opts.batch_sizes) total_seqs += b;
   int64_t blocks = std::max(ceil_div(prompt, bs), total_seqs * ceil_div(prompt + opts.gen_tokens, bs));
-  if (opts.cache_compare)
+  if (opts.cache_compare) {  // every context's sequence at once (run_cache_compare)
+    int64_t compare_blocks = 0;
     for (int64_t c : opts.compare_contexts)
-      if (c <= ctx) blocks = std::max(blocks, ceil_div(c, bs));
+      if (c >= 2 && c <= ctx) compare_blocks += ceil_div(c, bs);
+    blocks = std::max(blocks, compare_blocks);
+  }
   if (blocks > INT32_MAX) return out_of_memory("the benchmark needs more KV blocks than block ids exist");
   // The arena is zero-filled up front: past the machine's memory that would end in the OOM killer,
   // not in an error, so refuse what could not leave room for the weights and the probe's buffer.
@@ -251,7 +254,18 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
         double(G.batch) * (double(prompt_) + double(gen_ + 1) / 2) * double(kv_.layout().bytes_per_token());
     res.gb_per_s = (double(model_->weight_bytes()) + res.kv_bytes_per_step) / (res.ms_per_step * 1e-3) / 1e9;
     res.rep_start_s = G.starts;
+    res.rep_tok_per_s = G.rates;
     out.push_back(std::move(res));
+  }
+  const auto one = std::find_if(out.begin(), out.end(), [](const DecodeResult& d) { return d.batch == 1; });
+  if (one != out.end()) {
+    const std::vector<double> base = one->rep_tok_per_s;  // a copy: `one` is among the results written
+    for (DecodeResult& d : out) {
+      std::vector<double> ratios;
+      for (size_t r = 0; r < base.size() && r < d.rep_tok_per_s.size(); ++r)
+        if (base[r] > 0) ratios.push_back(d.rep_tok_per_s[r] / base[r]);
+      d.vs_batch1 = ratios.empty() ? 0 : median(ratios);
+    }
   }
   return out;
 }
@@ -259,40 +273,60 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
 Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
   std::vector<CacheCompareRow> rows;
   std::vector<float> logits;
-  for (int64_t c : opts_.compare_contexts) {
-    if (c < 2 || c > ctx_) continue;
+  std::vector<int64_t> contexts;
+  for (int64_t c : opts_.compare_contexts)
+    if (c >= 2 && c <= ctx_) contexts.push_back(c);
+  const size_t nc = contexts.size();
+  // With the cache: one sequence per context (id = its index), prefilled with all but its last n
+  // positions; then rounds of one decoded token per context, so each context's timed tokens see
+  // contexts c-n+1 .. c. The contexts take turns (the first of a round rotates): this VM's speed
+  // drifts by 20-30% over seconds, and timing the contexts one after another put that drift into
+  // the ratio between them (a run once timed context 1024 slower than 2048).
+  std::vector<std::vector<int32_t>> tokens(nc);
+  std::vector<int64_t> timed(nc);
+  std::vector<std::vector<double>> cached(nc);
+  KVS_RETURN_IF_ERROR(reset());
+  for (size_t i = 0; i < nc; ++i) {
+    const int64_t c = contexts[i];
+    tokens[i] = random_tokens(c);
+    timed[i] = std::min<int64_t>(opts_.compare_cached_tokens, c - 1);
+    const auto id = KvCacheManager::SeqId(i);
+    KVS_RETURN_IF_ERROR(cache_.allocate(id, c - timed[i]));
+    ForwardBatch batch;
+    batch.tokens.assign(tokens[i].begin(), tokens[i].begin() + (c - timed[i]));
+    batch.chunks.push_back({0, int32_t(c - timed[i]), cache_.block_table(id), false});
+    KVS_RETURN_IF_ERROR(forward_.run(batch, &logits));
+  }
+  for (int k = 0; k < opts_.compare_cached_tokens; ++k) {
+    for (size_t j = 0; j < nc; ++j) {
+      const size_t i = (j + size_t(k)) % nc;
+      if (k >= timed[i]) continue;
+      const auto id = KvCacheManager::SeqId(i);
+      const int64_t p = contexts[i] - timed[i] + k;
+      auto t0 = Clock::now();
+      KVS_RETURN_IF_ERROR(cache_.append_slots(id, 1));
+      ForwardBatch one;
+      one.tokens = {tokens[i][size_t(p)]};
+      one.chunks.push_back({p, 1, cache_.block_table(id), false});
+      KVS_RETURN_IF_ERROR(forward_.run(one, &logits));
+      cached[i].push_back(seconds_since(t0) * 1e3);
+    }
+  }
+  KVS_RETURN_IF_ERROR(reset());
+  for (size_t i = 0; i < nc; ++i) {
+    const int64_t c = contexts[i];
     CacheCompareRow row;
     row.context = c;
-    std::vector<int32_t> tokens = random_tokens(c);
-    // With the cache: prefill all but the last n positions, then decode them one at a time, so
-    // the timed tokens see contexts c-n+1 .. c.
-    const int64_t n = std::min<int64_t>(opts_.compare_cached_tokens, c - 1);
-    KVS_RETURN_IF_ERROR(reset());
-    KVS_RETURN_IF_ERROR(cache_.allocate(0, c - n));
-    ForwardBatch batch;
-    batch.tokens.assign(tokens.begin(), tokens.begin() + (c - n));
-    batch.chunks.push_back({0, int32_t(c - n), cache_.block_table(0), false});
-    KVS_RETURN_IF_ERROR(forward_.run(batch, &logits));
-    std::vector<double> ms;
-    for (int64_t p = c - n; p < c; ++p) {
-      auto t0 = Clock::now();
-      KVS_RETURN_IF_ERROR(cache_.append_slots(0, 1));
-      ForwardBatch one;
-      one.tokens = {tokens[size_t(p)]};
-      one.chunks.push_back({p, 1, cache_.block_table(0), false});
-      KVS_RETURN_IF_ERROR(forward_.run(one, &logits));
-      ms.push_back(seconds_since(t0) * 1e3);
-    }
-    row.cached_ms = median(ms);
-    row.cached_tokens = int(n);
+    row.cached_ms = median(cached[i]);
+    row.cached_tokens = int(timed[i]);
     // Without the cache, as Generator does under --no-cache: forget the sequence's K/V and
     // recompute all c positions to produce one token.
-    ms.clear();
+    std::vector<double> ms;
     ForwardBatch full;
-    full.tokens = tokens;
+    full.tokens = tokens[i];
     for (int k = 0; k < opts_.compare_uncached_tokens; ++k) {
       auto t0 = Clock::now();
-      KVS_RETURN_IF_ERROR(cache_.free(0));
+      if (cache_.has_seq(0)) KVS_RETURN_IF_ERROR(cache_.free(0));
       KVS_RETURN_IF_ERROR(cache_.allocate(0, c));
       full.chunks = {{0, int32_t(c), cache_.block_table(0), false}};
       KVS_RETURN_IF_ERROR(forward_.run(full, &logits));

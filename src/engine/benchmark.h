@@ -45,7 +45,7 @@ struct BenchOptions {
   int bandwidth_passes = 5;
   bool cache_compare = false;
   std::vector<int64_t> compare_contexts{128, 512, 1024, 2048};  // kept when <= the model context
-  int compare_cached_tokens = 16;   // decode steps timed per context with the cache
+  int compare_cached_tokens = 32;   // decode steps timed per context with the cache
   int compare_uncached_tokens = 2;  // full recomputations timed per context without it
   uint64_t seed = 1234;
 };
@@ -79,6 +79,12 @@ struct DecodeResult {
   double gb_per_s = 0;           // (weight + K/V bytes per step) / best step time, 1 GB = 1e9 bytes
   // When each repetition started, seconds after the first timed decode step of the report.
   std::vector<double> rep_start_s;
+  std::vector<double> rep_tok_per_s;  // each repetition's aggregate rate, in order
+  // Scaling against batch 1 (0 when batch 1 was not run): the median over repetitions r of this
+  // batch's rate in r / batch 1's rate in r. The batch sizes' repetitions take turns, so each
+  // ratio compares runs seconds apart; on a VM whose speed drifts, best(B) / best(1) can pair a
+  // fast phase with a slow one.
+  double vs_batch1 = 0;
 };
 
 struct CacheCompareRow {
@@ -129,7 +135,8 @@ class Benchmark {
   // batch sizes take turns (B1 B2 .. B1 B2 ..), so a ratio between two of them compares runs a
   // few seconds apart, not phases of the machine minutes apart. One result per batch size.
   Expected<std::vector<DecodeResult>> run_decode(const std::vector<int>& batches);
-  // Per-token latency with and without the KV cache at each context of the options.
+  // Per-token latency with and without the KV cache at each context of the options; the
+  // contexts' cached tokens are timed in turns (one per context per round).
   Expected<std::vector<CacheCompareRow>> run_cache_compare();
   // Everything the options ask for, in the order above, then the bandwidth probe.
   Expected<BenchReport> run_all();

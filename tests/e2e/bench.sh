@@ -17,14 +17,16 @@ assert j["roofline"]["decode_batch1_fraction"] > 0
 assert j["roofline"]["decode_batch1_bandwidth_fraction"] > j["roofline"]["decode_batch1_fraction"]
 assert j["bandwidth"]["around_decode_batch1"] is True and len(j["bandwidth"]["pass_gb_per_s"]) == j["bandwidth"]["passes"]
 assert all(d["kv_bytes_per_step"] > 0 and d["gb_per_s"] > 0 for d in j["decode"])
+assert j["decode"][0]["vs_batch1"] == 1 and j["decode"][1]["vs_batch1"] > 0
 for k in ("cpu_model", "logical_cpus", "threads", "isa"): assert k in j["machine"]
 assert "cache_compare" not in j
 ' "$TMP/json"
-"$KVSERVE" bench -m "$STORIES" --prompt 32 --gen 4 --batch 1 --repeat 1 --bw-buffer 16MiB --cache-compare \
+"$KVSERVE" bench -m "$STORIES" --prompt 32 --gen 4 --batch 1,2 --repeat 1 --bw-buffer 16MiB --cache-compare \
   -t 2 >"$TMP/table" 2>/dev/null
 check "bench table exits 0" test $? -eq 0
 for f in "machine:" "kernels:" "weights read per token:" "prefill 32" "decode batch 1" "read bandwidth:" \
-  "of roofline" "of the bandwidth" "K/V per step" "around decode batch 1" "no-cache ms/tok" "reduction"; do
+  "of roofline" "of the bandwidth" "K/V per step" "around decode batch 1" "x batch 1 (median of paired runs)" \
+  "no-cache ms/tok" "reduction"; do
   check "table has '$f'" grep -q "$f" "$TMP/table"
 done
 check "cache-compare has a 128 row" grep -qE '^ +128 ' "$TMP/table"

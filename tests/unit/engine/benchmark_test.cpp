@@ -81,6 +81,15 @@ TEST(Benchmark, FullReportIsComplete) {
                 1e-9 * d.gb_per_s);
   }
 
+  // Scaling against batch 1: the median of the per-round ratios (two rounds: their mean).
+  ASSERT_EQ(r.decode[0].rep_tok_per_s.size(), 2u);
+  ASSERT_EQ(r.decode[1].rep_tok_per_s.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.decode[0].vs_batch1, 1.0);
+  const double r0 = r.decode[1].rep_tok_per_s[0] / r.decode[0].rep_tok_per_s[0];
+  const double r1 = r.decode[1].rep_tok_per_s[1] / r.decode[0].rep_tok_per_s[1];
+  EXPECT_NEAR(r.decode[1].vs_batch1, (r0 + r1) / 2, 1e-12 * r.decode[1].vs_batch1);
+  EXPECT_DOUBLE_EQ(std::max(r.decode[1].rep_tok_per_s[0], r.decode[1].rep_tok_per_s[1]), r.decode[1].tok_per_s.best);
+
   // The batch sizes' repetitions take turns: 1, 3, 1, 3.
   ASSERT_EQ(r.decode[0].rep_start_s.size(), 2u);
   ASSERT_EQ(r.decode[1].rep_start_s.size(), 2u);
@@ -226,6 +235,8 @@ TEST(Benchmark, WithoutBatchOneTheProbeRunsLast) {
   EXPECT_GT(rep->roofline_tok_per_s, 0);
   EXPECT_EQ(rep->roofline_fraction, 0);  // no batch-1 decode to compare
   EXPECT_EQ(rep->bandwidth_fraction, 0);
+  ASSERT_EQ(rep->decode.size(), 1u);
+  EXPECT_EQ(rep->decode[0].vs_batch1, 0);  // no batch 1 to scale against
 }
 
 TEST(MemBandwidth, CombinePoolsPasses) {
