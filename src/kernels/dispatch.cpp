@@ -78,7 +78,17 @@ bool isa_supported(Isa isa) {
   return false;
 }
 
+bool avx512_bf16_supported() {
+  return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+}
+
 namespace {
+
+// Whether the AVX-512 table takes the vdpbf16ps BF16 GEMM (KVSERVE_BF16_DOT=0 declines it).
+bool use_bf16_dot() {
+  const char* v = std::getenv("KVSERVE_BF16_DOT");
+  return avx512_bf16_supported() && !(v != nullptr && std::strcmp(v, "0") == 0);
+}
 
 struct Tables {
   KernelTable scalar{};
@@ -112,6 +122,7 @@ struct Tables {
       fill_avx512_packed_kernels(&avx512);
       fill_avx512_packed_float_kernels(&avx512);
       fill_avx512_packed_kquant_kernels(&avx512);
+      if (use_bf16_dot()) fill_avx512_bf16_packed_kernels(&avx512);  // compiled with -mavx512bf16
     }
     // The AVX-512 table with AMX tile GEMMs for the packed legacy quants (compiled with AMX flags).
     amx = avx512;

@@ -1,4 +1,5 @@
-// Repacked F16, BF16 and F32 weights and their AVX-512 GEMM (KernelTable::packed[F16 / BF16 / F32]).
+// Repacked F16, BF16 and F32 weights and their AVX-512 GEMM (KernelTable::packed[F16 / BF16 / F32];
+// BF16 only on CPUs without avx512_bf16, whose vdpbf16ps kernel is gemm_packed_bf16_avx512.cpp).
 //
 // F16 and F32 weights meet f32 activations (vec_dot.h), so a dot product is plain FMAs; the
 // row-major AVX2 kernels still end each (weight row, activation row) pair in a horizontal sum and
@@ -62,7 +63,7 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
     // faster without hints: smollm decode F16 +28% and F32 +19% (median ratios of 10 and 8
     // alternations, `--prompt 16 --gen 32 --batch 1 --kv-type f16`); on the Zen 5 VM with them:
     // F16 +22% (6 alternations, `--gen 64`). single_stream_hints() picks per CPU. BF16 shares the
-    // kernel (not measured).
+    // kernel where the CPU lacks avx512_bf16 (not measured; gemm_packed_bf16_avx512.cpp elsewhere).
     if constexpr (NC > 1 || kSingleRowHints) {
       hint_weights(p + kWeightHintBytes);
       if constexpr (kStep == 64) hint_weights(p + kWeightHintBytes + 64);

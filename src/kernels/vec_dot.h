@@ -99,6 +99,10 @@ void convert_activation_row(GgmlType weight, const float* x, void* dst, int64_t 
 // Kernel tables. kernel_table(kScalar) is the portable reference; kernel_table(isa) for an isa the
 // CPU lacks must not be called (isa_supported tells).
 bool isa_supported(Isa isa);
+// AVX-512 plus avx512_bf16 (vdpbf16ps): the AVX-512 and AMX tables then multiply packed BF16
+// weights with it (gemm_packed_bf16_avx512.cpp); KVSERVE_BF16_DOT=0 in the environment keeps the
+// widening float kernel instead (to compare the two on one machine).
+bool avx512_bf16_supported();
 // This CPU's vendor and x86 family/model (base plus extended fields of cpuid leaf 1), for the few
 // kernel choices that measurements showed to differ between microarchitectures of one instruction
 // set (the table fillers read it).
@@ -130,6 +134,9 @@ void fill_avx512_kernels(KernelTable* t);  // AVX-512 F/BW/VL + VNNI (gemm_avx51
 void fill_avx512_packed_kernels(KernelTable* t);  // repacked Q8_0/Q5_0/Q4_0 GEMM (gemm_packed_avx512.cpp)
 void fill_avx512_packed_kquant_kernels(KernelTable* t);  // repacked Q4_K/Q5_K/Q6_K GEMM (gemm_packed_kquant_avx512.cpp)
 void fill_avx512_packed_float_kernels(KernelTable* t);  // repacked F16/BF16/F32 GEMM (gemm_packed_float_avx512.cpp)
+// Repacked BF16 GEMM with vdpbf16ps over the AVX-512 table (gemm_packed_bf16_avx512.cpp); only
+// where avx512_bf16_supported().
+void fill_avx512_bf16_packed_kernels(KernelTable* t);
 void fill_amx_packed_kernels(KernelTable* t);  // AMX-INT8 Q8_0/Q5_0/Q4_0 GEMM over the AVX-512 table (gemm_packed_amx.cpp)
 // Tests only: the same GEMM with its tile instructions emulated in scalar code, for a copy of the
 // AVX-512 table on a CPU with AVX-512 (the kernel's tiling checked where AMX is absent).

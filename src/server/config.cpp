@@ -249,7 +249,9 @@ Expected<ServerConfig> load_server_config(const ConfigSources& sources) {
   std::map<std::string, std::string> by_env;
   for (const auto& key : config_keys()) by_env[env_name(key)] = key;
   for (const auto& [name, value] : sources.env) {
-    if (name.rfind("KVSERVE_", 0) != 0 || name == "KVSERVE_KERNELS" || name == "KVSERVE_REPACK") continue;
+    if (name.rfind("KVSERVE_", 0) != 0 || name == "KVSERVE_KERNELS" || name == "KVSERVE_REPACK" ||
+        name == "KVSERVE_BF16_DOT")
+      continue;
     auto it = by_env.find(name);
     if (it == by_env.end()) return invalid_argument("environment: unknown variable " + name);
     KVS_RETURN_IF_ERROR(set_config_key(&cfg, it->second, value, "environment " + name));

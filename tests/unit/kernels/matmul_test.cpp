@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -464,6 +466,22 @@ TEST(NextWeights, StartIsEachThreadsFirstUnit) {
     const WeightMatrix mixed[2] = {pa.w, b.matrix};
     s1 = next_weights_start({mixed, 2}, 1, pool, 1);
     EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pa.w.packed) + 2 * gb);
+  }
+}
+
+// Where the CPU has avx512_bf16, the AVX-512 (and AMX) table multiplies packed BF16 weights with
+// vdpbf16ps (gemm_packed_bf16_avx512.cpp): its activation rows stay bf16 pairs, 2 bytes per column
+// (the widening kernel's are f32, 4 bytes). Its results are checked with every other packed kernel
+// above (MatchesFileLayoutAndIsBatchAndThreadInvariant: odd widths, every tile width, threads).
+TEST(PackedMatmul, Bf16UsesTheDotProductKernelWhereSupported) {
+  if (!avx512_bf16_supported()) GTEST_SKIP() << "no avx512_bf16 on this CPU";
+  const char* env = std::getenv("KVSERVE_BF16_DOT");
+  if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "KVSERVE_BF16_DOT=0";
+  EXPECT_EQ(kernel_table(Isa::kAvx512).packed[int(GgmlType::BF16)].act_bytes(37), 76u);  // 19 pairs
+  EXPECT_EQ(kernel_table(Isa::kAvx2).packed[int(GgmlType::BF16)].act_bytes(37), 148u);   // f32 rows
+  if (isa_supported(Isa::kAmx)) {
+    EXPECT_EQ(kernel_table(Isa::kAmx).packed[int(GgmlType::BF16)].gemm,
+              kernel_table(Isa::kAvx512).packed[int(GgmlType::BF16)].gemm);
   }
 }
 

@@ -73,6 +73,7 @@ TEST(ServerConfig, KernelKnobsAreNotConfigKeys) {
   auto s = with_model();
   s.env.emplace("KVSERVE_KERNELS", "avx2");
   s.env.emplace("KVSERVE_REPACK", "0");
+  s.env.emplace("KVSERVE_BF16_DOT", "0");
   EXPECT_TRUE(load_server_config(s).ok());
 }
 
