@@ -230,6 +230,16 @@ void partial_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_he
 
 }  // namespace
 
+namespace detail {
+bool attention_l1_hints() {
+  static const bool l1 = [] {
+    const CpuModel cpu = cpu_model();
+    return cpu.amd && cpu.family == 0x1A;
+  }();
+  return l1;
+}
+}  // namespace detail
+
 namespace {
 // kScalar: not pinned (follow active_kernels()).
 std::atomic<int> g_pinned_isa{int(Isa::kScalar)};

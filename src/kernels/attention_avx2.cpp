@@ -332,6 +332,8 @@ AccumulateFn accumulate_fn(KvElem t) {
 // As attend_heads of attention_avx512.cpp: the states of [begin, end) for `nheads` <= kMaxHeads
 // KV heads from kv_head0 with G <= kSubGroup query heads each (head h's queries at
 // q + h * q_stride, its state at partial + h * partial_stride as heads g0 .. g0 + G of `group`).
+// kL1: hint K/V into L1 rather than L2 (attention_l1_hints, attention_impl.h).
+template <bool kL1>
 void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulate, int64_t begin, int64_t end,
                   int kv_head0, int nheads, const float* q, size_t q_stride, int G, float scale, int group, int g0,
                   float* partial, size_t partial_stride) {
@@ -360,7 +362,7 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   const uint8_t* vrow[kSpan];
   const uint8_t* kh[kSpan];
   const uint8_t* vh[kSpan];
-  prefetch_first_positions(kv, k_row, v_row, begin, end, kv_head0, nheads);
+  prefetch_first_positions<kL1>(kv, k_row, v_row, begin, end, kv_head0, nheads);
   for (int64_t p0 = begin; p0 < end;) {
     const int T = int(std::min<int64_t>(int64_t(kSpan), end - p0));
     span_rows(kv, k_row, v_row, p0, T, kv_head0, krow, vrow);
@@ -368,7 +370,7 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
     for (int h = 0; h < nheads; ++h) {
       head_rows(krow, vrow, T, tiles * kTile, h, k_row, v_row, kh, vh);
       for (int i = 0; i < tiles; ++i) {
-        if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
+        if (h == 0) prefetch_slots<kL1>(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
         scores(kh + i * kTile, qa[h], G, tile);
         // Lanes at or past the span's end are -inf (exp gives exact zeros there).
         const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(T - i * kTile), lane));
@@ -417,10 +419,11 @@ bool attention_partial_heads_avx2(const PagedKvView& kv, int64_t begin, int64_t 
   const ScoresFn scores = scores_fn(kv.k_type, hd);
   const AccumulateFn accumulate = accumulate_fn(kv.v_type);
   if (scores == nullptr || accumulate == nullptr) return false;
+  const bool l1_hints = attention_l1_hints();
   split_heads(nheads, group, hd, kMaxHeads, kSubGroup, q, partials,
               [&](int h0, int H, const float* qh, size_t q_stride, int G, int g0, float* ph, size_t pf) {
-                attend_heads(kv, scores, accumulate, begin, end, kv_head0 + h0, H, qh, q_stride, G, scale, group, g0,
-                             ph, pf);
+                (l1_hints ? attend_heads<true> : attend_heads<false>)(kv, scores, accumulate, begin, end, kv_head0 + h0,
+                                                                      H, qh, q_stride, G, scale, group, g0, ph, pf);
               });
   return true;
 }

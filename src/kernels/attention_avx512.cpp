@@ -409,6 +409,8 @@ AccumulateFn accumulate_fn(KvElem t) {
 // heads only share the walk over positions): spans of kSpan positions, every head in turn per
 // span, so a span's blocks are read once for all heads while they sit in L1/L2, and the hints
 // cover whole slots (every head's rows, contiguous in a slot) ahead of the span.
+// kL1: hint K/V into L1 rather than L2 (attention_l1_hints, attention_impl.h).
+template <bool kL1>
 void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulate, int64_t begin, int64_t end,
                   int kv_head0, int nheads, const float* q, size_t q_stride, int G, float scale, int group, int g0,
                   float* partial, size_t partial_stride) {
@@ -436,7 +438,7 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
   const uint8_t* vrow[kSpan];
   const uint8_t* kh[kSpan];
   const uint8_t* vh[kSpan];
-  prefetch_first_positions(kv, k_row, v_row, begin, end, kv_head0, nheads);
+  prefetch_first_positions<kL1>(kv, k_row, v_row, begin, end, kv_head0, nheads);
   // One softmax update per span of up to kSpan positions (any blocks): the running maximum, its
   // rescale and the exps of a span's tiles are independent of each other, so the latency chain
   // reduce -> max -> exp is paid once per kSpan positions instead of once per tile.
@@ -447,7 +449,7 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
     for (int h = 0; h < nheads; ++h) {
       head_rows(krow, vrow, T, tiles * kTile, h, k_row, v_row, kh, vh);
       for (int i = 0; i < tiles; ++i) {
-        if (h == 0) prefetch_slots(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
+        if (h == 0) prefetch_slots<kL1>(kv, k_row, v_row, p0 + kPrefetchAhead + i * kTile, kTile, end, kv_head0, nheads);
         scores(kh + i * kTile, qa[h], G, tile);
         const int left = T - i * kTile;
         const __mmask16 valid = left >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
@@ -501,10 +503,11 @@ bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_
   const ScoresFn scores = scores_fn(kv.k_type, hd);
   const AccumulateFn accumulate = accumulate_fn(kv.v_type);
   if (scores == nullptr || accumulate == nullptr) return false;
+  const bool l1_hints = attention_l1_hints();
   split_heads(nheads, group, hd, kMaxHeads, kSubGroup, q, partials,
               [&](int h0, int H, const float* qh, size_t q_stride, int G, int g0, float* ph, size_t pf) {
-                attend_heads(kv, scores, accumulate, begin, end, kv_head0 + h0, H, qh, q_stride, G, scale, group, g0,
-                             ph, pf);
+                (l1_hints ? attend_heads<true> : attend_heads<false>)(kv, scores, accumulate, begin, end, kv_head0 + h0,
+                                                                      H, qh, q_stride, G, scale, group, g0, ph, pf);
               });
   return true;
 }

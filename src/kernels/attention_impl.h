@@ -28,16 +28,31 @@ static inline const uint8_t* row_ptr(const uint8_t* plane0, const PagedKvView& k
 // thread: ~5.3 -> ~4.4 ms in kvs_microbench; distances 1..4 measured, 2 best).
 constexpr int64_t kPrefetchAhead = 32;
 
-// prefetcht1 (into L2) of p's cache line. L2, not L1: on the Zen 4 VM smollm decode at context 2048
-// (q8_0 K/V) went from ~140 to ~165 tok/s at batch 1 and from ~260 to ~375 at batch 8 (three
-// alternations; 16 and 48 positions ahead no better), like the packed GEMMs' weight hint
-// (packed_layout.h); on the Zen 5 VM L2 hints here had measured no better than L1. Inline asm, not
-// __builtin_prefetch / _mm_prefetch: GCC 12 deems a function whose only effects are prefetches pure
-// and deletes calls to it (checked: the AVX-512 attention object held no prefetch at all), so the
-// hint must be a volatile side effect.
-static inline void prefetch_line(const uint8_t* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
+// prefetcht1 (into L2) or, with kL1, prefetcht0 (into L1) of p's cache line; attention_l1_hints()
+// picks per CPU. L2 on the Zen 4 VM: smollm decode at context 2048 (q8_0 K/V) went from ~140 to
+// ~165 tok/s at batch 1 and from ~260 to ~375 at batch 8 against L1 hints (three alternations; 16
+// and 48 positions ahead no better), like the packed GEMMs' weight hint (packed_layout.h). L1 on
+// the Zen 5 VM: `kvserve bench --cache-compare`, six alternations per K/V type, the extra time of
+// a context-2048 token over a context-128 one fell by 15% (q8_0 K/V, 1.88 -> 1.61 ms median) and
+// 24% (q4_0, 1.68 -> 1.28 ms); `BM_decode_step_cold/512/3/1` ~860 -> ~700 us. Other CPUs are
+// untested and keep L2. Inline asm, not __builtin_prefetch / _mm_prefetch: GCC 12 deems a function
+// whose only effects are prefetches pure and deletes calls to it (checked: the AVX-512 attention
+// object held no prefetch at all), so the hint must be a volatile side effect.
+template <bool kL1>
+static inline void prefetch_line(const uint8_t* p) {
+  if constexpr (kL1) {
+    asm volatile("prefetcht0 %0" : : "m"(*p));
+  } else {
+    asm volatile("prefetcht1 %0" : : "m"(*p));
+  }
+}
+
+// Whether the wide attention paths hint K/V into L1 (prefetch_line<true>) on this CPU: AMD family
+// 0x1A (Zen 5), where it was measured faster; L2 elsewhere. Read once.
+bool attention_l1_hints();
 
 // Hints the rows of up to `count` positions from `pos` (clipped to its block and to `end`).
+template <bool kL1 = false>
 static inline void prefetch_positions(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t pos, int count,
                                       int64_t end, int kv_head) {
   if (pos >= end) return;
@@ -48,13 +63,14 @@ static inline void prefetch_positions(const PagedKvView& kv, size_t k_row, size_
   for (int j = 0; j < n; ++j) {
     const uint8_t* kr = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head);
     const uint8_t* vr = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head);
-    for (size_t o = 0; o < k_row; o += 64) prefetch_line(kr + o);
-    for (size_t o = 0; o < v_row; o += 64) prefetch_line(vr + o);
+    for (size_t o = 0; o < k_row; o += 64) prefetch_line<kL1>(kr + o);
+    for (size_t o = 0; o < v_row; o += 64) prefetch_line<kL1>(vr + o);
   }
 }
 
 // Hints whole slots - the rows of KV heads [kv_head0, kv_head0 + nheads), contiguous in a slot -
 // of up to `count` positions from `pos` (clipped to its block and to `end`).
+template <bool kL1>
 static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t pos, int count,
                                   int64_t end, int kv_head0, int nheads) {
   if (pos >= end) return;
@@ -66,8 +82,8 @@ static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_
   for (int j = 0; j < n; ++j) {
     const uint8_t* kr = row_ptr(kv.k0, kv, k_row, block, slot0 + j, kv_head0);
     const uint8_t* vr = row_ptr(kv.v0, kv, v_row, block, slot0 + j, kv_head0);
-    for (size_t o = 0; o < kb; o += 64) prefetch_line(kr + o);
-    for (size_t o = 0; o < vb; o += 64) prefetch_line(vr + o);
+    for (size_t o = 0; o < kb; o += 64) prefetch_line<kL1>(kr + o);
+    for (size_t o = 0; o < vb; o += 64) prefetch_line<kL1>(vr + o);
   }
 }
 
@@ -75,11 +91,12 @@ static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_
 // tile: the loop hints kPrefetchAhead positions ahead of each tile, so without this a range's
 // first positions would be demand misses one after another (a 128-position decode chunk starts
 // cold every time; smollm q8_0 K/V at context 2016: +3-8%).
+template <bool kL1>
 static inline void prefetch_first_positions(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t begin,
                                             int64_t end, int kv_head0, int nheads) {
   constexpr int kStep = 16;  // positions per call; prefetch_slots clips each to its block
   for (int64_t p = begin; p < std::min(end, begin + kPrefetchAhead); p += kStep)
-    prefetch_slots(kv, k_row, v_row, p, kStep, end, kv_head0, nheads);
+    prefetch_slots<kL1>(kv, k_row, v_row, p, kStep, end, kv_head0, nheads);
 }
 
 // Row pointers of KV head kv_head0 for the T positions from p0 (any blocks; a block run at a
