@@ -34,8 +34,8 @@ constexpr int64_t kPrefetchAhead = 32;
 // and 48 positions ahead no better), like the packed GEMMs' weight hint (packed_layout.h). L1 on
 // the Zen 5 VM: `kvserve bench --cache-compare`, six alternations per K/V type, the extra time of
 // a context-2048 token over a context-128 one fell by 15% (q8_0 K/V, 1.88 -> 1.61 ms median) and
-// 24% (q4_0, 1.68 -> 1.28 ms); `BM_decode_step_cold/512/3/1` ~860 -> ~700 us. Other CPUs are
-// untested and keep L2. Inline asm, not __builtin_prefetch / _mm_prefetch: GCC 12 deems a function
+// 24% (q4_0, 1.68 -> 1.28 ms); `BM_decode_step_cold/512/3/1` ~860 -> ~700 us (the AVX-512 path;
+// the AVX2 path follows the same choice, unmeasured). Other CPUs are untested and keep L2. Inline asm, not __builtin_prefetch / _mm_prefetch: GCC 12 deems a function
 // whose only effects are prefetches pure and deletes calls to it (checked: the AVX-512 attention
 // object held no prefetch at all), so the hint must be a volatile side effect.
 template <bool kL1>
