@@ -27,6 +27,15 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// The --cache-compare contexts that run: at least 2 positions (one prefilled, one timed) and
+// within the model's context ctx, in the options' order.
+std::vector<int64_t> runnable_contexts(const BenchOptions& opts, int64_t ctx) {
+  std::vector<int64_t> out;
+  for (int64_t c : opts.compare_contexts)
+    if (c >= 2 && c <= ctx) out.push_back(c);
+  return out;
+}
+
 // Best (highest) and median of rates; values is non-empty.
 Rate summarize(const std::vector<double>& values) {
   return {*std::max_element(values.begin(), values.end()), median(values)};
@@ -107,8 +116,7 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   int64_t blocks = std::max(ceil_div(prompt, bs), total_seqs * ceil_div(prompt + opts.gen_tokens, bs));
   if (opts.cache_compare) {  // every context's sequence at once (run_cache_compare)
     int64_t compare_blocks = 0;
-    for (int64_t c : opts.compare_contexts)
-      if (c >= 2 && c <= ctx) compare_blocks += ceil_div(c, bs);
+    for (int64_t c : runnable_contexts(opts, ctx)) compare_blocks += ceil_div(c, bs);
     blocks = std::max(blocks, compare_blocks);
   }
   if (blocks > INT32_MAX) return out_of_memory("the benchmark needs more KV blocks than block ids exist");
@@ -273,9 +281,7 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
 Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
   std::vector<CacheCompareRow> rows;
   std::vector<float> logits;
-  std::vector<int64_t> contexts;
-  for (int64_t c : opts_.compare_contexts)
-    if (c >= 2 && c <= ctx_) contexts.push_back(c);
+  const std::vector<int64_t> contexts = runnable_contexts(opts_, ctx_);
   const size_t nc = contexts.size();
   // With the cache: one sequence per context (id = its index), prefilled with all but its last n
   // positions; then rounds of one decoded token per context, so each context's timed tokens see
