@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/attention_impl.h"
+#include "kernels/kv_tiles.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/vec_dot.h"
 #include "util/half.h"
@@ -192,6 +193,37 @@ void attend_subgroup(const PagedKvView& kv, int64_t begin, int64_t end, int kv_h
   }
 }
 
+// A row-layout copy of the blocks of a tiled view that [begin, end) touches (into this thread's
+// scratch: the returned view is valid until the thread's next call), for the paths that read rows.
+PagedKvView tiled_as_rows(const PagedKvView& kv, int64_t begin, int64_t end) {
+  thread_local std::vector<uint8_t> bytes;
+  thread_local std::vector<int32_t> table;
+  const int bs = kv.block_size, nh = kv.num_kv_heads, hd = kv.head_dim;
+  const size_t rb = kv_row_bytes(KvElem::Q8_0, hd), plane = size_t(bs) * size_t(nh) * rb;
+  const int64_t b0 = begin / bs, b1 = (end - 1) / bs + 1;
+  table.assign(size_t(b1), 0);  // blocks before b0 are never read
+  bytes.resize(size_t(b1 - b0) * 2 * plane);
+  for (int64_t b = b0; b < b1; ++b) {
+    table[size_t(b)] = int32_t(b - b0);
+    uint8_t* dst = bytes.data() + size_t(b - b0) * 2 * plane;
+    const uint8_t* kp = kv.k0 + size_t(kv.table[size_t(b)]) * kv.block_stride;
+    const uint8_t* vp = kv.v0 + size_t(kv.table[size_t(b)]) * kv.block_stride;
+    for (int slot = 0; slot < bs; ++slot)
+      for (int h = 0; h < nh; ++h) {
+        const size_t at = (size_t(slot) * size_t(nh) + size_t(h)) * rb;
+        kv_tiled_load_row(false, kp, nh, hd, slot, h, dst + at);
+        kv_tiled_load_row(true, vp, nh, hd, slot, h, dst + plane + at);
+      }
+  }
+  PagedKvView rows = kv;
+  rows.k0 = bytes.data();
+  rows.v0 = bytes.data() + plane;
+  rows.block_stride = 2 * plane;
+  rows.table = table.data();
+  rows.tiled = false;
+  return rows;
+}
+
 // The scalar state of [begin, end) for all `group` heads (any head_dim).
 void partial_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                     float scale, float* partial) {
@@ -276,6 +308,13 @@ void attention_round_query(const float* q, int n, float* out) {
 
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                              const float* q, int group, float scale, float* partials) {
+  if (kv.tiled) {
+    if (attention_isa() == Isa::kAvx512 &&
+        detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials))
+      return;
+    attention_partial_heads(tiled_as_rows(kv, begin, end), begin, end, kv_head0, nheads, q, group, scale, partials);
+    return;
+  }
   if (attention_isa() == Isa::kAvx512 &&
       detail::attention_partial_heads_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials))
     return;
@@ -287,6 +326,10 @@ void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, 
 
 void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                        float scale, float* partial) {
+  if (kv.tiled) {
+    attention_partial_heads(kv, begin, end, kv_head, 1, q, group, scale, partial);
+    return;
+  }
   const int hd = kv.head_dim;
   if (attention_isa() == Isa::kAvx512 &&
       detail::attention_partial_avx512(kv, begin, end, kv_head, q, group, scale, partial))
@@ -334,7 +377,7 @@ void attention_group_scalar(const PagedKvView& kv, int64_t n, int kv_head, const
 void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q,
                                   int group, float scale, float* out) {
   std::vector<float> st(attention_partial_floats(group, kv.head_dim));
-  partial_scalar(kv, begin, end, kv_head, q, group, scale, st.data());
+  partial_scalar(kv.tiled ? tiled_as_rows(kv, begin, end) : kv, begin, end, kv_head, q, group, scale, st.data());
   attention_finish(group, kv.head_dim, st.data(), out);
 }
 

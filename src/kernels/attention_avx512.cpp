@@ -29,6 +29,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/attention_avx512_common.h"
 #include "kernels/attention_impl.h"
 
 namespace kvserve::detail {
@@ -39,33 +40,6 @@ constexpr int kTile = 16;     // positions per tile: one zmm of scores
 constexpr int kSpan = 64;     // positions per softmax update: kSpan / kTile tiles
 constexpr int kSubGroup = 8;  // query heads per pass (larger groups are split by the caller)
 constexpr int kMaxHeads = 4;  // KV heads per pass (more are split by the caller)
-
-// e^x for 16 floats: the AVX2 path's method (attention.cpp, simd_avx2.h) in 16 lanes: x = n ln2 + r,
-// a degree-7 polynomial for e^r, 2^n in the exponent bits; below the smallest normal (and for
-// -inf) the result is 0.
-inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.72283f);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i half = _mm512_srai_epi32(ni, 1);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half), _mm512_set1_epi32(127)), 23));
-  return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
-}
 
 // Lane j of the result = the sum of the 16 lanes of the j-th dot product, from t[8] where t[i]
 // holds positions 2i and 2i+1 already folded once (tile_scores): per 128-bit lane

@@ -1,0 +1,263 @@
+// attention_partial_heads over tiled q8_0 K/V planes (kernels/kv_tiles.h) on AVX-512 VNNI.
+//
+// Why a second layout: in the row layout a position's scores need its row's codes widened, two
+// 16-bit products per query head, lane shuffles to reduce each dot product and a gather of the
+// row's scales, and V needs each row dequantized to floats and 4 FMAs per query head: ~78
+// instructions per (position, KV head) pair with 3 query heads, head_dim 64 (docs/benchmarks.md).
+// In a tile the 16 positions lie in the lanes:
+//   scores: per pair of dims one widening load of the 16 slots' codes and one vpdpwssd per query
+//     head against that query pair (16-bit codes, the rounding of attention_round_query) as an
+//     embedded broadcast: 16 dot products in one register, no reduction; the 16 scales are one
+//     load, applied per 32-value group after the integer sums;
+//   V: e^(score - m) times the slot's V scale over the tile's largest such product, rounded to 16
+//     bits, then per pair of slots one widening load of 16 dims x 2 slots and one vpdpwssd per
+//     query head against that weight pair: the tile's integer sums (exact in int32:
+//     16 * 32767 * 127 < 2^31) take the tile's scale once, in f32.
+// The V weights' rounding moves each term by at most 2^-16 of the tile's largest term's weight; the
+// scores are exactly those of the row kernels' integer path.
+//
+// Per 64-position span (4 tiles) every KV head in turn (its tiles stay in L1 for the other heads),
+// each head's queries in subgroups of up to 4; the online-softmax state lives in the partial
+// buffer between spans (m, s per query head; acc [G][64]) with s kept lane-wise until the end.
+// Handles head_dim 64 only (returns false otherwise: the caller gathers rows).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention_avx512_common.h"
+#include "kernels/attention_impl.h"
+#include "kernels/kv_tiles.h"
+
+namespace kvserve::detail {
+
+namespace {
+
+constexpr int kHd = 64;         // the head dim this kernel handles
+constexpr int kSpanTiles = 4;   // tiles per softmax update
+constexpr int kMaxG = 4;        // query heads per pass
+
+// One query head's 16-bit codes as (dim 2i, dim 2i + 1) pairs, and its two group scales.
+struct alignas(64) PairQuery {
+  int32_t pair[kHd / 2];
+  float d[kHd / 32];
+};
+
+// attention_round_query's rounding: per 32 values d = max |q| / 32767, codes q / d to nearest even.
+void round_query(const float* q, PairQuery* out) {
+  for (int g = 0; g < kHd / 32; ++g) {
+    const __m512 lo = _mm512_loadu_ps(q + 32 * g), hi = _mm512_loadu_ps(q + 32 * g + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    out->d[g] = amax / 32767.0f;
+    const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+    // 32 int16 codes in dim order = 16 (even, odd) pairs.
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g),
+                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g + 8),
+                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+  }
+}
+
+inline __m512 f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i codes16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// acc += a * the dword at p broadcast (vpdpwssd with an embedded broadcast: GCC otherwise turns a
+// just-stored weight pair into register shuffles).
+inline void dot_pairs(__m512i& acc, __m512i a, const int32_t* p) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+}
+
+// The tile's 16 unscaled scores for G query heads (K tile-head kt).
+template <int G>
+void tile_scores(const uint8_t* kt, const PairQuery* pq, __m512* out) {
+  __m512i acc[2][G][2];  // [32-value group][query head][even / odd pair: two chains]
+  for (int g = 0; g < 2; ++g)
+    for (int h = 0; h < G; ++h) acc[g][h][0] = acc[g][h][1] = _mm512_setzero_si512();
+  for (int i2 = 0; i2 < 16; i2 += 2)
+    for (int u = 0; u < 2; ++u)
+      for (int g = 0; g < 2; ++g) {
+        const int i = 16 * g + i2 + u;  // dim pair
+        const __m512i k = codes16(kt + 32 * i);
+        for (int h = 0; h < G; ++h) dot_pairs(acc[g][h][u], k, &pq[h].pair[i]);
+      }
+  const __m512 d0 = f16x16(kt + 16 * kHd), d1 = f16x16(kt + 16 * kHd + 32);
+  for (int h = 0; h < G; ++h) {
+    const __m512 s0 = _mm512_cvtepi32_ps(_mm512_add_epi32(acc[0][h][0], acc[0][h][1]));
+    const __m512 s1 = _mm512_cvtepi32_ps(_mm512_add_epi32(acc[1][h][0], acc[1][h][1]));
+    out[h] = _mm512_fmadd_ps(s1, _mm512_mul_ps(d1, _mm512_set1_ps(pq[h].d[1])),
+                             _mm512_mul_ps(s0, _mm512_mul_ps(d0, _mm512_set1_ps(pq[h].d[0]))));
+  }
+}
+
+// acc[h][0..64) += sum over the tile's slots of p[h][slot] * V (V tile-head vt); slots outside
+// `valid` contribute nothing (their scales may be anything).
+template <int G>
+void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* const* acc) {
+  __m512 d[2];
+  for (int g = 0; g < 2; ++g) d[g] = _mm512_maskz_mov_ps(valid, f16x16(vt + 16 * kHd + 32 * g));
+  // w[h][g]: slot pairs (2j, 2j + 1) of p * d over the tile's largest such product for query
+  // head h and 32-value group g, as 16-bit pairs (|w| <= 32767): each term keeps 16 bits against
+  // the tile's largest term, however small the tile's weights are against the running maximum and
+  // wherever its largest weight and largest scale fall.
+  alignas(64) int32_t w[G][2][8];
+  float wmax[G][2];
+  for (int h = 0; h < G; ++h)
+    for (int g = 0; g < 2; ++g) {
+      const __m512 pd = _mm512_mul_ps(p[h], d[g]);
+      wmax[h][g] = _mm512_reduce_max_ps(_mm512_abs_ps(pd));
+      const __m512 pn = _mm512_mul_ps(pd, _mm512_set1_ps(wmax[h][g] > 0 ? 32767.0f / wmax[h][g] : 0.0f));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(w[h][g]), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(pn)));
+    }
+  __m512i ia[G][4];  // [query head][16-dim chunk]
+  for (int h = 0; h < G; ++h)
+    for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = codes16(vt + 128 * j + 32 * c);
+      for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
+    }
+  for (int h = 0; h < G; ++h)
+    for (int c = 0; c < 4; ++c) {
+      float* a = acc[h] + 16 * c;
+      const __m512 back = _mm512_set1_ps(wmax[h][c / 2] / 32767.0f);
+      _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[h][c]), back, _mm512_loadu_ps(a)));
+    }
+}
+
+// One KV head's subgroup of G query heads over the span's tiles [t0, t0 + n) (tile t covers
+// positions [16 t, 16 t + 16) of which [begin, end) count). State: m[G], s[G] (lane-wise sums,
+// [G][16]) and acc[G] rows of 64 floats.
+template <int G>
+void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t last, bool hint,
+               const PairQuery* pq, float scale, float* m, float* s, float* const* acc) {
+  const int tiles_per_block = kv.block_size / kKvTile;
+  const uint8_t* kt[kSpanTiles];
+  const uint8_t* vt[kSpanTiles];
+  __mmask16 valid[kSpanTiles];
+  __m512 sc[kSpanTiles][G];
+  const __m512 sv = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int i = 0; i < n; ++i) {
+    const int64_t t = t0 + i;
+    const int32_t block = kv.table[size_t(t / tiles_per_block)];
+    const size_t off = size_t(block) * kv.block_stride +
+                       kv_tile_offset(int(t % tiles_per_block), head, kv.num_kv_heads, kHd);
+    kt[i] = kv.k0 + off;
+    vt[i] = kv.v0 + off;
+    const int64_t lo = std::max<int64_t>(begin - 16 * t, 0), hi = std::min<int64_t>(end - 16 * t, 16);
+    valid[i] = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+    // This head's K and V of the tile one span ahead, into L2 (prefetcht1): a few lines per tile,
+    // so the hints stay spread over the work. Measured on the Zen 5 VM (one thread, K/V from
+    // memory: 200-1000 copies of the cache cycled, 3 KV heads x 3 query heads, ns per
+    // (position, KV head)): L2 hints 10.2-13.3 against 11.6-15.7 with L1 hints (which the row
+    // kernels use on this CPU, attention_impl.h); 1 or 3 tiles ahead, or a whole span's tiles
+    // hinted at once, no better.
+    if (hint) {
+      const int64_t ta = t + kSpanTiles;
+      if (ta <= last) {
+        const size_t o = size_t(kv.table[size_t(ta / tiles_per_block)]) * kv.block_stride +
+                         kv_tile_offset(int(ta % tiles_per_block), head, kv.num_kv_heads, kHd);
+        for (size_t b = 0; b < kv_tile_head_bytes(kHd); b += 64) {
+          prefetch_line<false>(kv.k0 + o + b);
+          prefetch_line<false>(kv.v0 + o + b);
+        }
+      }
+    }
+    tile_scores<G>(kt[i], pq, sc[i]);
+    for (int h = 0; h < G; ++h) sc[i][h] = _mm512_mask_mov_ps(neg_inf, valid[i], _mm512_mul_ps(sc[i][h], sv));
+  }
+  __m512 p[kSpanTiles][G];
+  for (int h = 0; h < G; ++h) {
+    __m512 mx = sc[0][h];
+    for (int i = 1; i < n; ++i) mx = _mm512_max_ps(mx, sc[i][h]);
+    const float m_new = std::max(m[h], _mm512_reduce_max_ps(mx));
+    // 0 on the first span (m = -inf); exactly 1 while the maximum stays.
+    const float cs = m_new > m[h] ? std::exp(m[h] - m_new) : 1.0f;
+    m[h] = m_new;
+    const __m512 mv = _mm512_set1_ps(m_new), csv = _mm512_set1_ps(cs);
+    __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * h), csv);
+    for (int i = 0; i < n; ++i) {
+      p[i][h] = exp512(_mm512_sub_ps(sc[i][h], mv));
+      sum = _mm512_add_ps(sum, p[i][h]);
+    }
+    _mm512_storeu_ps(s + 16 * h, sum);
+    if (cs != 1.0f)
+      for (int c = 0; c < kHd / 16; ++c)
+        _mm512_storeu_ps(acc[h] + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc[h] + 16 * c), csv));
+  }
+  for (int i = 0; i < n; ++i) tile_values<G>(vt[i], p[i], valid[i], acc);
+}
+
+// Hints every head's K and V of tile t (when it exists) into L2: the first span's, before any work.
+void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
+  if (t > last) return;
+  const int tiles_per_block = kv.block_size / kKvTile;
+  const int32_t block = kv.table[size_t(t / tiles_per_block)];
+  const size_t off = size_t(block) * kv.block_stride + kv_tile_offset(int(t % tiles_per_block), 0, kv.num_kv_heads, kHd);
+  const size_t bytes = size_t(kv.num_kv_heads) * kv_tile_head_bytes(kHd);
+  for (size_t o = 0; o < bytes; o += 64) {
+    prefetch_line<false>(kv.k0 + off + o);
+    prefetch_line<false>(kv.v0 + off + o);
+  }
+}
+
+void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
+                  int group, float scale, float* partials) {
+  const size_t pf = attention_partial_floats(group, kHd);
+  // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
+  thread_local std::vector<PairQuery> pq;
+  thread_local std::vector<float> sums;
+  pq.resize(size_t(nheads) * size_t(group));
+  sums.assign(size_t(nheads) * size_t(group) * 16, 0.0f);
+  for (int h = 0; h < nheads; ++h) {
+    float* part = partials + size_t(h) * pf;
+    for (int g = 0; g < group; ++g) {
+      round_query(q + (size_t(h) * size_t(group) + size_t(g)) * kHd, &pq[size_t(h) * size_t(group) + size_t(g)]);
+      part[g] = -std::numeric_limits<float>::infinity();
+    }
+    std::fill(part + 2 * group, part + pf, 0.0f);
+  }
+  const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
+  for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile(kv, t, last);
+  for (int64_t t0 = first; t0 <= last; t0 += kSpanTiles) {
+    const int n = int(std::min<int64_t>(kSpanTiles, last + 1 - t0));
+    for (int h = 0; h < nheads; ++h) {
+      float* part = partials + size_t(h) * pf;
+      for (int g0 = 0; g0 < group; g0 += kMaxG) {
+        const int G = std::min(kMaxG, group - g0);
+        const PairQuery* qh = &pq[size_t(h) * size_t(group) + size_t(g0)];
+        float* s = &sums[(size_t(h) * size_t(group) + size_t(g0)) * 16];
+        float* acc[kMaxG];
+        for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
+        switch (G) {
+          case 1: span_pass<1>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 2: span_pass<2>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 3: span_pass<3>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          default: span_pass<4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+        }
+      }
+    }
+  }
+  for (int h = 0; h < nheads; ++h)
+    for (int g = 0; g < group; ++g)
+      partials[size_t(h) * pf + size_t(group) + size_t(g)] =
+          _mm512_reduce_add_ps(_mm512_loadu_ps(&sums[(size_t(h) * size_t(group) + size_t(g)) * 16]));
+}
+
+}  // namespace
+
+bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
+                                          int nheads, const float* q, int group, float scale, float* partials) {
+  if (!kv.tiled || kv.head_dim != kHd || !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
+    return false;
+  attend_tiled(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  return true;
+}
+
+}  // namespace kvserve::detail
