@@ -36,6 +36,7 @@ std::unique_ptr<Fixture> make_fixture(int64_t ctx, KvDType dtype, int num_querie
   layout.head_dim = kHeadDim;
   layout.block_size = kBlockSize;
   layout.set_dtype(dtype);
+  layout.tiled = kv_tiles_preferred(layout);  // the engine's choice (KVSERVE_KV_TILES=0: rows)
   const int32_t num_blocks = int32_t((ctx + kBlockSize - 1) / kBlockSize);
   auto kv = KvStorage::create(layout, num_blocks);
   if (!kv.ok()) return nullptr;

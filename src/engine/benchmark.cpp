@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kernels/vec_dot.h"
+#include "model/paged_attention.h"
 #include "util/units.h"
 
 namespace kvserve {
@@ -107,6 +108,7 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   layout.block_size = opts.block_size;
   layout.k_dtype = opts.kv_type_k.value_or(opts.kv_type);
   layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
+  layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
   // One arena for the largest phase; phases run one after another on an emptied cache. The decode
   // holds every batch size's sequences at once (their repetitions take turns).

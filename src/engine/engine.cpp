@@ -5,6 +5,7 @@
 #include <future>
 
 #include "engine/context_policy.h"
+#include "model/paged_attention.h"
 #include "util/log.h"
 
 namespace kvserve {
@@ -95,6 +96,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   layout.block_size = config.block_size;
   layout.k_dtype = k_dtype;
   layout.v_dtype = v_dtype;
+  layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
   int64_t ctx = config.ctx > 0 ? config.ctx : hp.n_ctx_train;
   int32_t num_blocks = 0;

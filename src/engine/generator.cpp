@@ -5,6 +5,7 @@
 
 #include "engine/stop_matcher.h"
 #include "model/kv_shift.h"
+#include "model/paged_attention.h"
 
 namespace kvserve {
 namespace {
@@ -31,6 +32,7 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   layout.block_size = opts.block_size;
   layout.k_dtype = opts.kv_type_k.value_or(opts.kv_type);
   layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
+  layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
   int64_t ctx = opts.ctx > 0 ? opts.ctx : hp.n_ctx_train;
   int32_t num_blocks = 0;

@@ -71,7 +71,12 @@ size_t kv_dtype_row_bytes(KvDType dtype, int64_t num_elements) {
 
 std::string KvLayout::type_signature() const {
   return std::string("k=") + kv_dtype_name(k_dtype) + ",v=" + kv_dtype_name(v_dtype) +
-         ",bs=" + std::to_string(block_size);
+         ",bs=" + std::to_string(block_size) + (tiled ? ",tiled" : "");
+}
+
+bool KvLayout::can_tile() const {
+  return k_dtype == KvDType::Q8_0 && v_dtype == KvDType::Q8_0 && head_dim > 0 && head_dim % 32 == 0 &&
+         block_size > 0 && block_size % 16 == 0;
 }
 
 Status KvLayout::validate() const {
@@ -83,6 +88,8 @@ Status KvLayout::validate() const {
     return invalid_argument("KV layout: head_dim must be > 0, got " + std::to_string(head_dim));
   if (block_size <= 0)
     return invalid_argument("KV layout: block_size must be > 0, got " + std::to_string(block_size));
+  if (tiled && !can_tile())
+    return invalid_argument("KV layout: the tiled layout needs q8_0 K and V, head_dim % 32 == 0 and block_size % 16 == 0");
   // Refuse shapes whose block_bytes() would wrap size_t rather than size an arena from a
   // wrapped number.
   // (K row + V row) * kv_heads * block_size * layers must fit; the row sum cannot wrap.

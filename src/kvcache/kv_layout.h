@@ -19,6 +19,10 @@
 //         in its low nibble and value j + ceil(g/2) in its high nibble (an odd g leaves the last
 //         high nibble 8, i.e. zero). A full group of 32 is exactly the GGUF block_q4_0 (and q8_0
 //         the GGUF block_q8_0), with the same rounding.
+// Tiled (KvLayout::tiled, q8_0 K and V only): each plane holds the same bytes arranged in tiles of
+// 16 slots, [block_size / 16][num_kv_heads] tile-heads of 16 transposed rows, for the AVX-512
+// attention kernel (kernels/kv_tiles.h has the byte order); rows are then read and written only
+// through kernels/kv_tiles.h, never at the offsets above.
 // Row bytes (the exact formula kv_dtype_row_bytes implements; n = head_dim, G = ceil(n / 32),
 // F = floor(n / 32), r = n - 32 F):
 //   f32: 4 n     f16, bf16: 2 n
@@ -63,15 +67,21 @@ struct KvLayout {
   int block_size = 16;  // tokens per block
   KvDType k_dtype = KvDType::F32;
   KvDType v_dtype = KvDType::F32;
+  bool tiled = false;  // planes in the tiled layout (above); needs can_tile()
 
   // Sets K and V to the same type.
   void set_dtype(KvDType dtype) { k_dtype = v_dtype = dtype; }
   KvDType dtype(KvPart part) const { return part == KvPart::kKey ? k_dtype : v_dtype; }
 
-  // All dimensions positive and block_bytes() representable; names the bad field otherwise.
+  // Whether the tiled layout applies: q8_0 K and V, head_dim % 32 == 0, block_size % 16 == 0 (the
+  // conditions of kernels/kv_tiles.h's kv_tiles_supported).
+  bool can_tile() const;
+
+  // All dimensions positive, block_bytes() representable, tiled only where can_tile(); names the
+  // bad field otherwise.
   Status validate() const;
 
-  // "k=q8_0,v=q4_0,bs=16": what makes two caches' block contents interchangeable beyond the
+  // "k=q8_0,v=q4_0,bs=16" (",tiled" appended for the tiled layout): what makes two caches' block contents interchangeable beyond the
   // model itself (the prefix cache hashes it into its namespace).
   std::string type_signature() const;
 

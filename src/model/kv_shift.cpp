@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/kv_quant.h"
+#include "kernels/kv_tiles.h"
 #include "kernels/ops.h"
 #include "model/paged_attention.h"
 
@@ -13,6 +14,20 @@ void copy_kv_slots(KvStorage& kv, const KvSlotCopy& c) {
   if (c.num_slots <= 0) return;
   const KvLayout& L = kv.layout();
   const size_t ks = L.slot_bytes(KvPart::kKey), vs = L.slot_bytes(KvPart::kValue);
+  if (L.tiled) {  // row by row through the tiles (kv_tiles.h)
+    std::vector<uint8_t> row(kv_row_bytes(KvElem::Q8_0, L.head_dim));
+    for (int l = 0; l < L.num_layers; ++l)
+      for (int part = 0; part < 2; ++part) {
+        const uint8_t* src = part ? kv.v_block(c.src_block, l) : kv.k_block(c.src_block, l);
+        uint8_t* dst = part ? kv.v_block(c.dst_block, l) : kv.k_block(c.dst_block, l);
+        for (int i = 0; i < c.num_slots; ++i)
+          for (int h = 0; h < L.num_kv_heads; ++h) {
+            kv_tiled_load_row(part == 1, src, L.num_kv_heads, L.head_dim, c.src_slot + i, h, row.data());
+            kv_tiled_store_row(part == 1, dst, L.num_kv_heads, L.head_dim, c.dst_slot + i, h, row.data());
+          }
+      }
+    return;
+  }
   for (int l = 0; l < L.num_layers; ++l) {
     // Distinct blocks (the plan never copies a block onto itself), so the ranges never overlap.
     std::memcpy(kv.k_block(c.dst_block, l) + size_t(c.dst_slot) * ks, kv.k_block(c.src_block, l) + size_t(c.src_slot) * ks,
@@ -37,14 +52,18 @@ void rerotate_keys(KvStorage& kv, const Model& model, std::span<const int32_t> t
   const int bs = L.block_size, hd = L.head_dim;
   auto rotate_layers = [&](int64_t l0, int64_t l1, int) {
     std::vector<float> k(static_cast<size_t>(hd));  // one dequantized head row
+    std::vector<uint8_t> tiled_row(L.tiled ? row : 0);  // a tiled plane's row, loaded and stored back
     for (int64_t l = l0; l < l1; ++l)
       for (int64_t p = begin; p < end; ++p) {
-        uint8_t* s = kv.k_block(table[size_t(p / bs)], int(l)) + size_t(p % bs) * slot;
+        uint8_t* plane = kv.k_block(table[size_t(p / bs)], int(l));
+        uint8_t* s = plane + size_t(p % bs) * slot;
         for (int h = 0; h < L.num_kv_heads; ++h) {
-          uint8_t* r = s + size_t(h) * row;
+          uint8_t* r = L.tiled ? tiled_row.data() : s + size_t(h) * row;
+          if (L.tiled) kv_tiled_load_row(false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
           kv_dequantize_row(kt, r, hd, k.data());
           apply_rope_cos_sin(k.data(), 1, hd, hp.rope_dim, cos_t.data(), sin_t.data(), hp.rope_neox);
           kv_quantize_row(kt, k.data(), hd, r);
+          if (L.tiled) kv_tiled_store_row(false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
         }
       }
   };

@@ -1,8 +1,17 @@
 #include "model/paged_attention.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/kv_tiles.h"
 #include "util/status.h"
 
 namespace kvserve {
+
+namespace {
+// A tiled head row on the stack: q8_0 of head_dim up to 1024.
+constexpr size_t kMaxTiledRowBytes = 1024 + 64;
+}  // namespace
 
 KvElem kv_elem_of(KvDType dtype) {
   switch (dtype) {
@@ -25,6 +34,17 @@ void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const flo
   const KvLayout& L = kv.layout();
   const int hd = L.head_dim;
   const KvElem kt = kv_elem_of(L.k_dtype), vt = kv_elem_of(L.v_dtype);
+  if (L.tiled) {  // each head's q8_0 row quantized here, then scattered into its tile (kv_tiles.h)
+    uint8_t kq[kMaxTiledRowBytes], vq[kMaxTiledRowBytes];
+    KVS_ASSERT(kv_row_bytes(KvElem::Q8_0, hd) <= sizeof(kq), "tiled row too long");
+    for (int h = 0; h < L.num_kv_heads; ++h) {
+      kv_quantize_row(KvElem::Q8_0, k + size_t(h) * hd, hd, kq);
+      kv_quantize_row(KvElem::Q8_0, v + size_t(h) * hd, hd, vq);
+      kv_tiled_store_row(false, kv.k_block(block, layer), L.num_kv_heads, hd, offset, h, kq);
+      kv_tiled_store_row(true, kv.v_block(block, layer), L.num_kv_heads, hd, offset, h, vq);
+    }
+    return;
+  }
   // Slot `offset` holds [num_kv_heads] rows of head_row_bytes each; each head row is quantized
   // on its own (its groups never straddle two heads).
   uint8_t* kd = kv.k_block(block, layer) + size_t(offset) * L.slot_bytes(KvPart::kKey);
@@ -34,6 +54,14 @@ void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const flo
     kv_quantize_row(kt, k + size_t(h) * hd, hd, kd + size_t(h) * kr);
     kv_quantize_row(vt, v + size_t(h) * hd, hd, vd + size_t(h) * vr);
   }
+}
+
+bool kv_tiles_preferred(const KvLayout& layout) {
+  static const bool allowed = [] {
+    const char* e = std::getenv("KVSERVE_KV_TILES");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return allowed && layout.can_tile() && layout.head_dim == 64 && attention_isa() == Isa::kAvx512;
 }
 
 PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_t> block_table) {
@@ -47,6 +75,7 @@ PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_
                    L.block_size,         L.num_kv_heads,       L.head_dim};
   view.k_type = kv_elem_of(L.k_dtype);
   view.v_type = kv_elem_of(L.v_dtype);
+  view.tiled = L.tiled;
   return view;
 }
 

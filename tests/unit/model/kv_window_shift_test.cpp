@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 
+#include "kernels/kv_tiles.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_shift.h"
 #include "model/model_test_util.h"
@@ -27,24 +28,36 @@ namespace {
 
 using testing::shared_path;
 
-// One model, its KV storage and a cache manager with one sequence (id 1), block size 8.
+// The KV layout of a Rig: block size 8 in rows, or (tiled) block size 16 in the tiled layout.
+struct RigLayout {
+  KvDType dtype;
+  bool tiled = false;
+  int block_size() const { return tiled ? 16 : 8; }
+};
+
+// One model, its KV storage and a cache manager with one sequence (id 1).
 struct Rig {
   const Model& model;
   KvStorage kv;
   KvCacheManager cache;
   ThreadPool pool{2};
   ForwardPass fwd;
-  Rig(const Model& m, KvDType dtype, int32_t num_blocks)
-      : model(m), kv(make_kv(m, dtype, num_blocks)), cache(num_blocks, 8, PrefixCacheOptions{false}), fwd(m, kv, pool) {
+  Rig(const Model& m, RigLayout layout, int32_t num_blocks)
+      : model(m),
+        kv(make_kv(m, layout, num_blocks)),
+        cache(num_blocks, layout.block_size(), PrefixCacheOptions{false}),
+        fwd(m, kv, pool) {
     EXPECT_TRUE(cache.allocate(1, 0).ok());
   }
-  static KvStorage make_kv(const Model& m, KvDType dtype, int32_t num_blocks) {
+  Rig(const Model& m, KvDType dtype, int32_t num_blocks) : Rig(m, RigLayout{dtype}, num_blocks) {}
+  static KvStorage make_kv(const Model& m, RigLayout layout, int32_t num_blocks) {
     KvLayout l;
     l.num_layers = m.hparams().n_layer;
     l.num_kv_heads = m.hparams().n_head_kv;
     l.head_dim = m.hparams().head_dim;
-    l.block_size = 8;
-    l.set_dtype(dtype);
+    l.block_size = layout.block_size();
+    l.set_dtype(layout.dtype);
+    l.tiled = layout.tiled;
     auto kv = KvStorage::create(l, num_blocks);
     EXPECT_TRUE(kv.ok());
     return std::move(kv).value();
@@ -75,8 +88,10 @@ struct Rig {
     const KvSlot s = cache.slot(1, p);
     const uint8_t* base = part == 0 ? kv.k_block(s.block, l) : kv.v_block(s.block, l);
     std::vector<float> y(size_t(L.head_dim));
-    kv_dequantize_row_scalar(kv_elem_of(L.dtype(kp)), base + size_t(s.offset) * L.slot_bytes(kp) + size_t(h) * L.head_row_bytes(kp),
-                             L.head_dim, y.data());
+    std::vector<uint8_t> tiled_row(L.tiled ? L.head_row_bytes(kp) : 0);
+    if (L.tiled) kv_tiled_load_row(part == 1, base, L.num_kv_heads, L.head_dim, s.offset, h, tiled_row.data());
+    const uint8_t* src = L.tiled ? tiled_row.data() : base + size_t(s.offset) * L.slot_bytes(kp) + size_t(h) * L.head_row_bytes(kp);
+    kv_dequantize_row_scalar(kv_elem_of(L.dtype(kp)), src, L.head_dim, y.data());
     return y;
   }
 };
@@ -97,7 +112,7 @@ double row_error(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // tol: largest row_error allowed between shifted and recomputed K/V.
-void check_shift_matches_recompute(const Model& m, KvDType dtype, double tol) {
+void check_shift_matches_recompute(const Model& m, RigLayout dtype, double tol) {
   const int n = 45, keep = 3, discard = 16;
   const auto tokens = random_tokens(n, m.hparams().n_vocab, 5);
   Rig shifted(m, dtype, 16);
@@ -138,9 +153,19 @@ void check_shift_matches_recompute(const Model& m, KvDType dtype, double tol) {
 TEST(KvShift, StoriesKeysReRotatedEqualRecomputed) {
   auto m = Model::load(shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  check_shift_matches_recompute(**m, KvDType::F32, 1e-5);
-  check_shift_matches_recompute(**m, KvDType::F16, 2e-3);
-  check_shift_matches_recompute(**m, KvDType::Q8_0, 2.5 / 127);  // two roundings of a step max/127 at most
+  check_shift_matches_recompute(**m, RigLayout{KvDType::F32}, 1e-5);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::F16}, 2e-3);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0}, 2.5 / 127);  // two roundings of a step max/127 at most
+}
+
+// The tiled q8_0 layout (kernels/kv_tiles.h; head_dim 64, block size 16): slots copied and keys
+// re-rotated through the tiles, the same as the row layout's within its rounding.
+TEST(KvShift, TiledLlamaKeysReRotatedEqualRecomputed) {
+  auto m = Model::load(shared_path("models/tiny/tiny-llama-f32.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ((*m)->hparams().head_dim, 64);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0, true}, 2.5 / 127);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0, false}, 2.5 / 127);
 }
 
 TEST(KvShift, QwenNeoxPairsReRotatedEqualRecomputed) {
@@ -165,7 +190,7 @@ TEST(KvShift, QwenNeoxPairsReRotatedEqualRecomputed) {
   auto m = Model::load(dir.file("q.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   ASSERT_TRUE((*m)->hparams().rope_neox);
-  check_shift_matches_recompute(**m, KvDType::F32, 1e-5);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::F32}, 1e-5);
 }
 
 TEST(KvWindow, DecodeNeverReadsOutsideItsWindow) {
