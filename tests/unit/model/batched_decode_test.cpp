@@ -3,15 +3,20 @@
 // With 2 pool threads and 8 sequences the batch takes the one-task-per-token attention path, where
 // each token's task also applies its biases and RoPE and stores its own K/V row (forward.cpp);
 // a single sequence takes the serial path. Covered: a llama model, a qwen2 model (q/k/v biases),
-// f32 and quantized (q8_0, q4_0) K/V, sequences of different lengths and block placements.
+// f32 and quantized (q8_0, q4_0) K/V, the tiled q8_0 layout (head_dim 64), sequences of different
+// lengths and block placements.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "model/model_test_util.h"
+#include "model/paged_attention.h"
 
 namespace kvserve {
 namespace {
@@ -22,13 +27,15 @@ constexpr int kSeqs = 8;
 constexpr int kBlockSize = 8;
 constexpr int kBlocksPerSeq = 12;  // up to 96 positions per sequence
 
-KvStorage make_kv(const Model& m, KvDType dtype, int32_t num_blocks) {
+// tiled: the tiled q8_0 layout (kernels/kv_tiles.h), whose tiles need blocks of 16.
+KvStorage make_kv(const Model& m, KvDType dtype, int32_t num_blocks, bool tiled = false) {
   KvLayout l;
   l.num_layers = m.hparams().n_layer;
   l.num_kv_heads = m.hparams().n_head_kv;
   l.head_dim = m.hparams().head_dim;
-  l.block_size = kBlockSize;
+  l.block_size = tiled ? 16 : kBlockSize;
   l.set_dtype(dtype);
+  l.tiled = tiled;
   auto kv = KvStorage::create(l, num_blocks);
   EXPECT_TRUE(kv.ok());
   return std::move(kv).value();
@@ -50,8 +57,8 @@ SeqChunk chunk(const std::vector<int32_t>& table, int64_t start, int32_t n) {
   return c;
 }
 
-void check_model(const std::string& path, KvDType dtype) {
-  SCOPED_TRACE(path + " kv " + std::string(kv_dtype_name(dtype)));
+void check_model(const std::string& path, KvDType dtype, bool tiled = false) {
+  SCOPED_TRACE(path + " kv " + std::string(kv_dtype_name(dtype)) + (tiled ? " tiled" : ""));
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const Model& model = **m;
@@ -64,7 +71,7 @@ void check_model(const std::string& path, KvDType dtype) {
     for (auto& t : prompts[size_t(s)]) t = int32_t(rng() % uint32_t(nv));
   }
   const int32_t num_blocks = kSeqs * kBlocksPerSeq;
-  KvStorage batched_kv = make_kv(model, dtype, num_blocks), solo_kv = make_kv(model, dtype, num_blocks);
+  KvStorage batched_kv = make_kv(model, dtype, num_blocks, tiled), solo_kv = make_kv(model, dtype, num_blocks, tiled);
   ThreadPool pool(2);
   ForwardPass batched(model, batched_kv, pool), solo(model, solo_kv, pool);
   std::vector<float> logits;
@@ -97,8 +104,7 @@ void check_model(const std::string& path, KvDType dtype) {
   const KvLayout& L = batched_kv.layout();
   for (int32_t blk = 0; blk < num_blocks; ++blk)
     for (int l = 0; l < L.num_layers; ++l) {
-      const size_t kb = size_t(kBlockSize) * L.slot_bytes(KvPart::kKey);
-      const size_t vb = size_t(kBlockSize) * L.slot_bytes(KvPart::kValue);
+      const size_t kb = L.plane_bytes(KvPart::kKey), vb = L.plane_bytes(KvPart::kValue);
       ASSERT_EQ(0, std::memcmp(batched_kv.k_block(blk, l), solo_kv.k_block(blk, l), kb)) << "K block " << blk;
       ASSERT_EQ(0, std::memcmp(batched_kv.v_block(blk, l), solo_kv.v_block(blk, l), vb)) << "V block " << blk;
     }
@@ -153,6 +159,38 @@ TEST(BatchedDecode, TwoTokensOfOneSequenceSeeEachOther) {
 
 TEST(BatchedDecode, EqualsEachSequenceAloneLlama) {
   for (KvDType t : {KvDType::F32, KvDType::Q8_0, KvDType::Q4_0}) check_model(shared_path("models/stories260K.gguf"), t);
+}
+
+// head_dim 64 with q8_0 K/V: the tiled layout, each token's task scattering its rows into its
+// sequence's tiles while the other tasks read theirs (rows and tiled alike).
+TEST(BatchedDecode, EqualsEachSequenceAloneTiledQ8) {
+  for (bool tiled : {true, false}) check_model(shared_path("models/tiny/tiny-llama-f32.gguf"), KvDType::Q8_0, tiled);
+}
+
+// The engine tiles a q8_0 cache only where the tiled kernel runs: AVX-512 attention, head_dim 64,
+// blocks of a multiple of 16 (elsewhere tiled planes would be read through gathered rows).
+TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
+  KvLayout l;
+  l.num_layers = 2;
+  l.num_kv_heads = 2;
+  l.head_dim = 64;
+  l.block_size = 16;
+  l.set_dtype(KvDType::Q8_0);
+  const char* off = std::getenv("KVSERVE_KV_TILES");
+  const bool allowed = off == nullptr || std::string(off) != "0";
+  EXPECT_EQ(kv_tiles_preferred(l), allowed && attention_isa() == Isa::kAvx512);
+  KvLayout other = l;
+  other.head_dim = 128;
+  EXPECT_FALSE(kv_tiles_preferred(other));
+  other = l;
+  other.block_size = 8;
+  EXPECT_FALSE(kv_tiles_preferred(other));
+  other = l;
+  other.set_dtype(KvDType::F16);
+  EXPECT_FALSE(kv_tiles_preferred(other));
+  attention_pin_isa(Isa::kAvx2);
+  EXPECT_FALSE(kv_tiles_preferred(l));
+  attention_pin_isa(Isa::kScalar);
 }
 
 TEST(BatchedDecode, EqualsEachSequenceAloneQwen2WithBiases) {
