@@ -42,8 +42,13 @@ struct PagedKvView {
   bool tiled = false;
 };
 
-// Positions per chunk of attention_group (a multiple of the kernels' 16-position tile).
-constexpr int64_t kAttentionChunk = 128;
+// Positions per chunk of attention_group (a multiple of the kernels' 16-position tile). 256 since
+// the tiled q8_0 kernel (each chunk's cold start and merge weigh more against its cheaper work):
+// smollm Q8_0, q8_0 K/V, against 128 on the Zen 5 VM, `kvserve bench --cache-compare` (two series
+// of four alternations) the extra time of a context-2048 token 8% and 12% lower, batch 8 at
+// context 512 x1.035 and prefill x1.066 (three alternations); batch 1 at contexts 200-250 x0.985
+// (four, mixed), where a token's 3 KV heads now share one chunk over 2 threads.
+constexpr int64_t kAttentionChunk = 256;
 inline int64_t attention_num_chunks(int64_t n) { return (n + kAttentionChunk - 1) / kAttentionChunk; }
 // Chunks of the positions [begin, end) (begin < end): cut at the multiples of kAttentionChunk,
 // so the first and last may be short. Chunk c covers [chunk_begin(c), chunk_end(c)).

@@ -89,7 +89,7 @@ static inline void prefetch_slots(const PagedKvView& kv, size_t k_row, size_t v_
 
 // The first kPrefetchAhead positions of [begin, end), hinted together before a kernel's first
 // tile: the loop hints kPrefetchAhead positions ahead of each tile, so without this a range's
-// first positions would be demand misses one after another (a 128-position decode chunk starts
+// first positions would be demand misses one after another (a decode chunk starts
 // cold every time; smollm q8_0 K/V at context 2016: +3-8%).
 template <bool kL1>
 static inline void prefetch_first_positions(const PagedKvView& kv, size_t k_row, size_t v_row, int64_t begin,
