@@ -144,15 +144,11 @@ void quantize_query(HeadQuery* hq, int G, int hd) {
   for (int g = 0; g < G; ++g) {
     const float* x = hq->f + size_t(g) * hd;
     for (int b = 0; b < hd / 32; ++b) {
-      const __m512 lo = _mm512_loadu_ps(x + 32 * b), hi = _mm512_loadu_ps(x + 32 * b + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-      hq->d[g][b] = amax / 32767.0f;
-      const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
-      // Round to nearest (even) and saturate to int16 (only a rounding at the max can exceed it).
+      __m256i lo, hi;
+      hq->d[g][b] = round_query_group(x + 32 * b, &lo, &hi);
       int16_t* piece = &hq->c[g][64 * (b / 2)] + 16 * (b % 2);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(piece), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(piece + 32),
-                         _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(piece), lo);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(piece + 32), hi);
     }
     for (int p = 0; p < hd / 64; ++p) {
       const __m512i ones = _mm512_set1_epi16(1);

@@ -35,5 +35,17 @@ inline __m512 exp512(__m512 x) {
   return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
 }
 
+// attention_round_query's rounding of one 32-value group x[0..32) (both AVX-512 attention
+// kernels): returns d = max |x| / 32767 and writes the codes x / d, rounded to nearest even and
+// saturated to int16, values 0..15 to *lo and 16..31 to *hi.
+inline float round_query_group(const float* x, __m256i* lo, __m256i* hi) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+  *lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)));
+  *hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(b, id)));
+  return amax / 32767.0f;
+}
+
 }  // namespace
 }  // namespace kvserve::detail

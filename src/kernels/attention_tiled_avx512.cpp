@@ -36,7 +36,7 @@ namespace kvserve::detail {
 
 namespace {
 
-constexpr int kHd = 64;         // the head dim this kernel handles
+constexpr int kHd = kKvTiledKernelHeadDim;  // the head dim this kernel handles
 constexpr int kSpanTiles = 4;   // tiles per softmax update
 constexpr int kMaxG = 4;        // query heads per pass
 
@@ -49,16 +49,19 @@ struct alignas(64) PairQuery {
 // attention_round_query's rounding: per 32 values d = max |q| / 32767, codes q / d to nearest even.
 void round_query(const float* q, PairQuery* out) {
   for (int g = 0; g < kHd / 32; ++g) {
-    const __m512 lo = _mm512_loadu_ps(q + 32 * g), hi = _mm512_loadu_ps(q + 32 * g + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    out->d[g] = amax / 32767.0f;
-    const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
     // 32 int16 codes in dim order = 16 (even, odd) pairs.
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g),
-                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g + 8),
-                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+    __m256i lo, hi;
+    out->d[g] = round_query_group(q + 32 * g, &lo, &hi);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g + 8), hi);
   }
+}
+
+// Bytes from a plane's block 0 to tile t's tile-head `head` (the same for the K and V planes).
+inline size_t tile_offset(const PagedKvView& kv, int64_t t, int head) {
+  const int tiles_per_block = kv.block_size / kKvTile;
+  return size_t(kv.table[size_t(t / tiles_per_block)]) * kv.block_stride +
+         kv_tile_offset(int(t % tiles_per_block), head, kv.num_kv_heads, kHd);
 }
 
 inline __m512 f16x16(const uint8_t* p) {
@@ -137,7 +140,6 @@ void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* con
 template <int G>
 void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t last, bool hint,
                const PairQuery* pq, float scale, float* m, float* s, float* const* acc) {
-  const int tiles_per_block = kv.block_size / kKvTile;
   const uint8_t* kt[kSpanTiles];
   const uint8_t* vt[kSpanTiles];
   __mmask16 valid[kSpanTiles];
@@ -145,9 +147,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
   const __m512 sv = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int i = 0; i < n; ++i) {
     const int64_t t = t0 + i;
-    const int32_t block = kv.table[size_t(t / tiles_per_block)];
-    const size_t off = size_t(block) * kv.block_stride +
-                       kv_tile_offset(int(t % tiles_per_block), head, kv.num_kv_heads, kHd);
+    const size_t off = tile_offset(kv, t, head);
     kt[i] = kv.k0 + off;
     vt[i] = kv.v0 + off;
     const int64_t lo = std::max<int64_t>(begin - 16 * t, 0), hi = std::min<int64_t>(end - 16 * t, 16);
@@ -161,8 +161,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     if (hint) {
       const int64_t ta = t + kSpanTiles;
       if (ta <= last) {
-        const size_t o = size_t(kv.table[size_t(ta / tiles_per_block)]) * kv.block_stride +
-                         kv_tile_offset(int(ta % tiles_per_block), head, kv.num_kv_heads, kHd);
+        const size_t o = tile_offset(kv, ta, head);
         for (size_t b = 0; b < kv_tile_head_bytes(kHd); b += 64) {
           prefetch_line<false>(kv.k0 + o + b);
           prefetch_line<false>(kv.v0 + o + b);
@@ -197,9 +196,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
 // Hints every head's K and V of tile t (when it exists) into L2: the first span's, before any work.
 void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
   if (t > last) return;
-  const int tiles_per_block = kv.block_size / kKvTile;
-  const int32_t block = kv.table[size_t(t / tiles_per_block)];
-  const size_t off = size_t(block) * kv.block_stride + kv_tile_offset(int(t % tiles_per_block), 0, kv.num_kv_heads, kHd);
+  const size_t off = tile_offset(kv, t, 0);  // every head's tile-heads follow head 0's
   const size_t bytes = size_t(kv.num_kv_heads) * kv_tile_head_bytes(kHd);
   for (size_t o = 0; o < bytes; o += 64) {
     prefetch_line<false>(kv.k0 + off + o);

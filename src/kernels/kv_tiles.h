@@ -22,6 +22,9 @@
 namespace kvserve {
 
 constexpr int kKvTile = 16;  // slots per tile
+// The head dim of the AVX-512 tiled attention kernel (attention_tiled_avx512.cpp); other head
+// dims read tiled planes through gathered rows.
+constexpr int kKvTiledKernelHeadDim = 64;
 
 // Whether a cache of these types and shapes can use the tiled layout.
 bool kv_tiles_supported(KvElem k_type, KvElem v_type, int head_dim, int block_size);
