@@ -199,26 +199,27 @@ PagedKvView tiled_as_rows(const PagedKvView& kv, int64_t begin, int64_t end) {
   thread_local std::vector<uint8_t> bytes;
   thread_local std::vector<int32_t> table;
   const int bs = kv.block_size, nh = kv.num_kv_heads, hd = kv.head_dim;
-  const size_t rb = kv_row_bytes(KvElem::Q8_0, hd), plane = size_t(bs) * size_t(nh) * rb;
+  const size_t kb = kv_row_bytes(kv.k_type, hd), vb = kv_row_bytes(kv.v_type, hd);
+  const size_t kplane = size_t(bs) * size_t(nh) * kb, plane = kplane + size_t(bs) * size_t(nh) * vb;
   const int64_t b0 = begin / bs, b1 = (end - 1) / bs + 1;
   table.assign(size_t(b1), 0);  // blocks before b0 are never read
-  bytes.resize(size_t(b1 - b0) * 2 * plane);
+  bytes.resize(size_t(b1 - b0) * plane);
   for (int64_t b = b0; b < b1; ++b) {
     table[size_t(b)] = int32_t(b - b0);
-    uint8_t* dst = bytes.data() + size_t(b - b0) * 2 * plane;
+    uint8_t* dst = bytes.data() + size_t(b - b0) * plane;  // [K plane][V plane] of one block
     const uint8_t* kp = kv.k0 + size_t(kv.table[size_t(b)]) * kv.block_stride;
     const uint8_t* vp = kv.v0 + size_t(kv.table[size_t(b)]) * kv.block_stride;
     for (int slot = 0; slot < bs; ++slot)
       for (int h = 0; h < nh; ++h) {
-        const size_t at = (size_t(slot) * size_t(nh) + size_t(h)) * rb;
-        kv_tiled_load_row(false, kp, nh, hd, slot, h, dst + at);
-        kv_tiled_load_row(true, vp, nh, hd, slot, h, dst + plane + at);
+        const size_t at = size_t(slot) * size_t(nh) + size_t(h);
+        kv_tiled_load_row(kv.k_type, false, kp, nh, hd, slot, h, dst + at * kb);
+        kv_tiled_load_row(kv.v_type, true, vp, nh, hd, slot, h, dst + kplane + at * vb);
       }
   }
   PagedKvView rows = kv;
   rows.k0 = bytes.data();
-  rows.v0 = bytes.data() + plane;
-  rows.block_stride = 2 * plane;
+  rows.v0 = bytes.data() + kplane;
+  rows.block_stride = plane;
   rows.table = table.data();
   rows.tiled = false;
   return rows;

@@ -37,7 +37,7 @@ struct PagedKvView {
   int head_dim;
   KvElem k_type = KvElem::F32;
   KvElem v_type = KvElem::F32;
-  // The planes in the tiled layout (kernels/kv_tiles.h: q8_0 K and V, head_dim % 32 == 0,
+  // The planes in the tiled layout (kernels/kv_tiles.h: q8_0 or q4_0 K and V, head_dim % 32 == 0,
   // block_size % 16 == 0) instead of rows; a slot's rows are then not at the offsets above.
   bool tiled = false;
 };

@@ -1,4 +1,4 @@
-// attention_partial_heads over tiled q8_0 K/V planes (kernels/kv_tiles.h) on AVX-512 VNNI.
+// attention_partial_heads over tiled q8_0 / q4_0 K/V planes (kernels/kv_tiles.h) on AVX-512 VNNI.
 //
 // Why a second layout: in the row layout a position's scores need its row's codes widened, two
 // 16-bit products per query head, lane shuffles to reduce each dot product and a gather of the
@@ -13,6 +13,11 @@
 //     bits, then per pair of slots one widening load of 16 dims x 2 slots and one vpdpwssd per
 //     query head against that weight pair: the tile's integer sums (exact in int32:
 //     16 * 32767 * 127 < 2^31) take the tile's scale once, in f32.
+// q4_0 planes: one widening load gives two dim pairs (K) or two 16-dim chunks (V), its low
+// nibbles and its high ones (an AND and a shift); the codes' +8 is taken off K's sums once per
+// query group (they start at -8 times the group's query codes' sum: exact in int32, |sum| <=
+// 32 * 32767 * 15 + 8 * 32 * 32768) and off V's codes before the products (a subtraction per
+// vector: cheaper than summing each tile's weights).
 // The V weights' rounding moves each term by at most 2^-16 of the tile's largest term's weight; the
 // scores are exactly those of the row kernels' integer path.
 //
@@ -40,10 +45,12 @@ constexpr int kHd = kKvTiledKernelHeadDim;  // the head dim this kernel handles
 constexpr int kSpanTiles = 4;   // tiles per softmax update
 constexpr int kMaxG = 4;        // query heads per pass
 
-// One query head's 16-bit codes as (dim 2i, dim 2i + 1) pairs, and its two group scales.
+// One query head's 16-bit codes as (dim 2i, dim 2i + 1) pairs, its two group scales, and per
+// group -8 times the group's codes' sum (the start of q4_0 K's integer sums).
 struct alignas(64) PairQuery {
   int32_t pair[kHd / 2];
   float d[kHd / 32];
+  int32_t bias8[kHd / 32];
 };
 
 // attention_round_query's rounding: per 32 values d = max |q| / 32767, codes q / d to nearest even.
@@ -54,14 +61,24 @@ void round_query(const float* q, PairQuery* out) {
     out->d[g] = round_query_group(q + 32 * g, &lo, &hi);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g), lo);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g + 8), hi);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m512i sums = _mm512_cvtepi32_epi64(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)));
+    out->bias8[g] = int32_t(-8 * _mm512_reduce_add_epi64(sums));
   }
 }
 
-// Bytes from a plane's block 0 to tile t's tile-head `head` (the same for the K and V planes).
+// Code bytes per row (kv_tiles.h's C) and per tile-head, by plane type (Q4: q4_0, else q8_0).
+template <bool Q4>
+constexpr int kCodeBytes = Q4 ? kHd / 2 : kHd;
+template <bool Q4>
+constexpr size_t kTileHeadBytes = size_t(kKvTile) * (kCodeBytes<Q4> + 2 * (kHd / 32));
+
+// Bytes from a plane's block 0 to tile t's tile-head `head`.
+template <bool Q4>
 inline size_t tile_offset(const PagedKvView& kv, int64_t t, int head) {
   const int tiles_per_block = kv.block_size / kKvTile;
   return size_t(kv.table[size_t(t / tiles_per_block)]) * kv.block_stride +
-         kv_tile_offset(int(t % tiles_per_block), head, kv.num_kv_heads, kHd);
+         (size_t(t % tiles_per_block) * size_t(kv.num_kv_heads) + size_t(head)) * kTileHeadBytes<Q4>;
 }
 
 inline __m512 f16x16(const uint8_t* p) {
@@ -70,6 +87,12 @@ inline __m512 f16x16(const uint8_t* p) {
 inline __m512i codes16(const uint8_t* p) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+// 32 bytes of q4_0 nibbles widened to 16 bits: their low nibbles (lo) and high ones (hi), 0..15.
+inline void nibbles16(const uint8_t* p, __m512i* lo, __m512i* hi) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  *lo = _mm512_and_si512(b, _mm512_set1_epi16(0x0F));
+  *hi = _mm512_srli_epi16(b, 4);
+}
 
 // acc += a * the dword at p broadcast (vpdpwssd with an embedded broadcast: GCC otherwise turns a
 // just-stored weight pair into register shuffles).
@@ -77,20 +100,39 @@ inline void dot_pairs(__m512i& acc, __m512i a, const int32_t* p) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
 }
 
-// The tile's 16 unscaled scores for G query heads (K tile-head kt).
-template <int G>
-void tile_scores(const uint8_t* kt, const PairQuery* pq, __m512* out) {
-  __m512i acc[2][G][2];  // [32-value group][query head][even / odd pair: two chains]
+// The tile's 16 unscaled scores for G query heads (K tile-head kt, q4_0 when Q4 else q8_0).
+// (Both per-tile functions are forced inline: GCC otherwise calls them out of line, passing the
+// tile's vectors through memory, ~1.6x slower in L2.)
+template <int G, bool Q4>
+[[gnu::always_inline]] inline void tile_scores(const uint8_t* kt, const PairQuery* pq, __m512* out) {
+  // [32-value group][query head][two chains: even / odd dim pairs (q8_0), low / high nibbles (q4_0)]
+  __m512i acc[2][G][2];
   for (int g = 0; g < 2; ++g)
-    for (int h = 0; h < G; ++h) acc[g][h][0] = acc[g][h][1] = _mm512_setzero_si512();
-  for (int i2 = 0; i2 < 16; i2 += 2)
-    for (int u = 0; u < 2; ++u)
+    for (int h = 0; h < G; ++h) {
+      acc[g][h][0] = Q4 ? _mm512_set1_epi32(pq[h].bias8[g]) : _mm512_setzero_si512();
+      acc[g][h][1] = _mm512_setzero_si512();
+    }
+  if constexpr (Q4) {
+    for (int i = 0; i < 8; ++i)
       for (int g = 0; g < 2; ++g) {
-        const int i = 16 * g + i2 + u;  // dim pair
-        const __m512i k = codes16(kt + 32 * i);
-        for (int h = 0; h < G; ++h) dot_pairs(acc[g][h][u], k, &pq[h].pair[i]);
+        __m512i lo, hi;  // dim pairs 16 g + i and 16 g + 8 + i
+        nibbles16(kt + 32 * (8 * g + i), &lo, &hi);
+        for (int h = 0; h < G; ++h) {
+          dot_pairs(acc[g][h][0], lo, &pq[h].pair[16 * g + i]);
+          dot_pairs(acc[g][h][1], hi, &pq[h].pair[16 * g + 8 + i]);
+        }
       }
-  const __m512 d0 = f16x16(kt + 16 * kHd), d1 = f16x16(kt + 16 * kHd + 32);
+  } else {
+    for (int i2 = 0; i2 < 16; i2 += 2)
+      for (int u = 0; u < 2; ++u)
+        for (int g = 0; g < 2; ++g) {
+          const int i = 16 * g + i2 + u;  // dim pair
+          const __m512i k = codes16(kt + 32 * i);
+          for (int h = 0; h < G; ++h) dot_pairs(acc[g][h][u], k, &pq[h].pair[i]);
+        }
+  }
+  const uint8_t* scales = kt + kKvTile * kCodeBytes<Q4>;
+  const __m512 d0 = f16x16(scales), d1 = f16x16(scales + 32);
   for (int h = 0; h < G; ++h) {
     const __m512 s0 = _mm512_cvtepi32_ps(_mm512_add_epi32(acc[0][h][0], acc[0][h][1]));
     const __m512 s1 = _mm512_cvtepi32_ps(_mm512_add_epi32(acc[1][h][0], acc[1][h][1]));
@@ -99,12 +141,12 @@ void tile_scores(const uint8_t* kt, const PairQuery* pq, __m512* out) {
   }
 }
 
-// acc[h][0..64) += sum over the tile's slots of p[h][slot] * V (V tile-head vt); slots outside
-// `valid` contribute nothing (their scales may be anything).
-template <int G>
-void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* const* acc) {
+// acc[h][0..64) += sum over the tile's slots of p[h][slot] * V (V tile-head vt, q4_0 when Q4
+// else q8_0); slots outside `valid` contribute nothing (their scales and codes may be anything).
+template <int G, bool Q4>
+[[gnu::always_inline]] inline void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* const* acc) {
   __m512 d[2];
-  for (int g = 0; g < 2; ++g) d[g] = _mm512_maskz_mov_ps(valid, f16x16(vt + 16 * kHd + 32 * g));
+  for (int g = 0; g < 2; ++g) d[g] = _mm512_maskz_mov_ps(valid, f16x16(vt + kKvTile * kCodeBytes<Q4> + 32 * g));
   // w[h][g]: slot pairs (2j, 2j + 1) of p * d over the tile's largest such product for query
   // head h and 32-value group g, as 16-bit pairs (|w| <= 32767): each term keeps 16 bits against
   // the tile's largest term, however small the tile's weights are against the running maximum and
@@ -121,11 +163,26 @@ void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* con
   __m512i ia[G][4];  // [query head][16-dim chunk]
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_setzero_si512();
-  for (int j = 0; j < 8; ++j)
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = codes16(vt + 128 * j + 32 * c);
-      for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
-    }
+  if constexpr (Q4) {
+    const __m512i eight = _mm512_set1_epi16(8);
+    for (int j = 0; j < 8; ++j)
+      for (int g = 0; g < 2; ++g) {
+        __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
+        nibbles16(vt + 64 * j + 32 * g, &lo, &hi);
+        lo = _mm512_sub_epi16(lo, eight);
+        hi = _mm512_sub_epi16(hi, eight);
+        for (int h = 0; h < G; ++h) {
+          dot_pairs(ia[h][2 * g], lo, &w[h][g][j]);
+          dot_pairs(ia[h][2 * g + 1], hi, &w[h][g][j]);
+        }
+      }
+  } else {
+    for (int j = 0; j < 8; ++j)
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = codes16(vt + 128 * j + 32 * c);
+        for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
+      }
+  }
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) {
       float* a = acc[h] + 16 * c;
@@ -137,7 +194,7 @@ void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* con
 // One KV head's subgroup of G query heads over the span's tiles [t0, t0 + n) (tile t covers
 // positions [16 t, 16 t + 16) of which [begin, end) count). State: m[G], s[G] (lane-wise sums,
 // [G][16]) and acc[G] rows of 64 floats.
-template <int G>
+template <int G, bool K4, bool V4>
 void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t last, bool hint,
                const PairQuery* pq, float scale, float* m, float* s, float* const* acc) {
   const uint8_t* kt[kSpanTiles];
@@ -147,9 +204,8 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
   const __m512 sv = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int i = 0; i < n; ++i) {
     const int64_t t = t0 + i;
-    const size_t off = tile_offset(kv, t, head);
-    kt[i] = kv.k0 + off;
-    vt[i] = kv.v0 + off;
+    kt[i] = kv.k0 + tile_offset<K4>(kv, t, head);
+    vt[i] = kv.v0 + tile_offset<V4>(kv, t, head);
     const int64_t lo = std::max<int64_t>(begin - 16 * t, 0), hi = std::min<int64_t>(end - 16 * t, 16);
     valid[i] = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
     // This head's K and V of the tile one span ahead, into L2 (prefetcht1): a few lines per tile,
@@ -161,14 +217,13 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     if (hint) {
       const int64_t ta = t + kSpanTiles;
       if (ta <= last) {
-        const size_t o = tile_offset(kv, ta, head);
-        for (size_t b = 0; b < kv_tile_head_bytes(kHd); b += 64) {
-          prefetch_line<false>(kv.k0 + o + b);
-          prefetch_line<false>(kv.v0 + o + b);
-        }
+        const uint8_t* ka = kv.k0 + tile_offset<K4>(kv, ta, head);
+        const uint8_t* va = kv.v0 + tile_offset<V4>(kv, ta, head);
+        for (size_t b = 0; b < kTileHeadBytes<K4>; b += 64) prefetch_line<false>(ka + b);
+        for (size_t b = 0; b < kTileHeadBytes<V4>; b += 64) prefetch_line<false>(va + b);
       }
     }
-    tile_scores<G>(kt[i], pq, sc[i]);
+    tile_scores<G, K4>(kt[i], pq, sc[i]);
     for (int h = 0; h < G; ++h) sc[i][h] = _mm512_mask_mov_ps(neg_inf, valid[i], _mm512_mul_ps(sc[i][h], sv));
   }
   __m512 p[kSpanTiles][G];
@@ -190,20 +245,21 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
       for (int c = 0; c < kHd / 16; ++c)
         _mm512_storeu_ps(acc[h] + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc[h] + 16 * c), csv));
   }
-  for (int i = 0; i < n; ++i) tile_values<G>(vt[i], p[i], valid[i], acc);
+  for (int i = 0; i < n; ++i) tile_values<G, V4>(vt[i], p[i], valid[i], acc);
 }
 
 // Hints every head's K and V of tile t (when it exists) into L2: the first span's, before any work.
+template <bool K4, bool V4>
 void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
   if (t > last) return;
-  const size_t off = tile_offset(kv, t, 0);  // every head's tile-heads follow head 0's
-  const size_t bytes = size_t(kv.num_kv_heads) * kv_tile_head_bytes(kHd);
-  for (size_t o = 0; o < bytes; o += 64) {
-    prefetch_line<false>(kv.k0 + off + o);
-    prefetch_line<false>(kv.v0 + off + o);
-  }
+  // every head's tile-heads follow head 0's
+  const uint8_t* k = kv.k0 + tile_offset<K4>(kv, t, 0);
+  const uint8_t* v = kv.v0 + tile_offset<V4>(kv, t, 0);
+  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<K4>; o += 64) prefetch_line<false>(k + o);
+  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<V4>; o += 64) prefetch_line<false>(v + o);
 }
 
+template <bool K4, bool V4>
 void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
                   int group, float scale, float* partials) {
   const size_t pf = attention_partial_floats(group, kHd);
@@ -221,7 +277,7 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
     std::fill(part + 2 * group, part + pf, 0.0f);
   }
   const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
-  for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile(kv, t, last);
+  for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4>(kv, t, last);
   for (int64_t t0 = first; t0 <= last; t0 += kSpanTiles) {
     const int n = int(std::min<int64_t>(kSpanTiles, last + 1 - t0));
     for (int h = 0; h < nheads; ++h) {
@@ -233,10 +289,10 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
         switch (G) {
-          case 1: span_pass<1>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 2: span_pass<2>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 3: span_pass<3>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          default: span_pass<4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 1: span_pass<1, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 2: span_pass<2, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 3: span_pass<3, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          default: span_pass<4, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
         }
       }
     }
@@ -253,7 +309,11 @@ bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, 
                                           int nheads, const float* q, int group, float scale, float* partials) {
   if (!kv.tiled || kv.head_dim != kHd || !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
     return false;
-  attend_tiled(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
+  if (k4 && v4) attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  else if (k4) attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  else if (v4) attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  else attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
   return true;
 }
 

@@ -6,47 +6,50 @@ namespace kvserve {
 
 namespace {
 
-// Byte offsets inside a tile-head (kv_tiles.h) of value (dim) of slot s's codes and of group g's
-// scale of slot s.
-size_t code_at(bool value, int head_dim, int s, int dim) {
-  if (value) return (size_t(s / 2) * size_t(head_dim) + size_t(dim)) * 2 + size_t(s % 2);
-  return (size_t(dim / 2) * kKvTile + size_t(s)) * 2 + size_t(dim % 2);
-}
-size_t scale_at(int head_dim, int s, int g) {
-  return size_t(kKvTile) * size_t(head_dim) + (size_t(g) * kKvTile + size_t(s)) * 2;
-}
+// Code bytes of a row of head_dim values (kv_tiles.h's C).
+size_t code_bytes(KvElem type, int head_dim) { return type == KvElem::Q4_0 ? size_t(head_dim) / 2 : size_t(head_dim); }
 
-// Calls fn(code offset in the tile-head, code offset in the row) for every value, and
+// Byte offsets inside a tile-head (kv_tiles.h) of code byte b of slot s, and of group g's scale
+// of slot s.
+size_t code_at(bool value, size_t c, int s, size_t b) {
+  if (value) return (size_t(s / 2) * c + b) * 2 + size_t(s % 2);
+  return ((b / 2) * kKvTile + size_t(s)) * 2 + b % 2;
+}
+size_t scale_at(size_t c, int s, int g) { return size_t(kKvTile) * c + (size_t(g) * kKvTile + size_t(s)) * 2; }
+
+// Calls fn(code offset in the tile-head, code offset in the row) for every code byte, and
 // fn_scale(scale offset in the tile-head, scale offset in the row) for every group.
 template <typename Fn, typename FnScale>
-void for_each_byte(bool value, int head_dim, int slot, Fn&& fn, FnScale&& fn_scale) {
-  constexpr size_t kGroupBytes = 2 + kKvGroup;  // q8_0: f16 scale, 32 codes
+void for_each_byte(KvElem type, bool value, int head_dim, int slot, Fn&& fn, FnScale&& fn_scale) {
+  const size_t c = code_bytes(type, head_dim);
+  const size_t per_group = c / size_t(head_dim / kKvGroup);  // 32 (q8_0) or 16 (q4_0) code bytes
   for (int g = 0; g < head_dim / kKvGroup; ++g) {
-    fn_scale(scale_at(head_dim, slot, g), size_t(g) * kGroupBytes);
-    for (int e = 0; e < kKvGroup; ++e) fn(code_at(value, head_dim, slot, g * kKvGroup + e), size_t(g) * kGroupBytes + 2 + size_t(e));
+    const size_t row_group = size_t(g) * (2 + per_group);  // [f16 scale][codes]
+    fn_scale(scale_at(c, slot, g), row_group);
+    for (size_t u = 0; u < per_group; ++u) fn(code_at(value, c, slot, size_t(g) * per_group + u), row_group + 2 + u);
   }
 }
 
 }  // namespace
 
 bool kv_tiles_supported(KvElem k_type, KvElem v_type, int head_dim, int block_size) {
-  return k_type == KvElem::Q8_0 && v_type == KvElem::Q8_0 && head_dim > 0 && head_dim % kKvGroup == 0 &&
-         block_size > 0 && block_size % kKvTile == 0;
+  return kv_tileable(k_type) && kv_tileable(v_type) && head_dim > 0 && head_dim % kKvGroup == 0 && block_size > 0 &&
+         block_size % kKvTile == 0;
 }
 
-void kv_tiled_store_row(bool value, uint8_t* plane, int num_kv_heads, int head_dim, int slot, int head,
+void kv_tiled_store_row(KvElem type, bool value, uint8_t* plane, int num_kv_heads, int head_dim, int slot, int head,
                         const uint8_t* row) {
-  uint8_t* t = plane + kv_tile_offset(slot / kKvTile, head, num_kv_heads, head_dim);
+  uint8_t* t = plane + kv_tile_offset(type, slot / kKvTile, head, num_kv_heads, head_dim);
   const int s = slot % kKvTile;
-  for_each_byte(value, head_dim, s, [&](size_t at, size_t from) { t[at] = row[from]; },
+  for_each_byte(type, value, head_dim, s, [&](size_t at, size_t from) { t[at] = row[from]; },
                 [&](size_t at, size_t from) { std::memcpy(t + at, row + from, 2); });
 }
 
-void kv_tiled_load_row(bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot, int head,
-                       uint8_t* row) {
-  const uint8_t* t = plane + kv_tile_offset(slot / kKvTile, head, num_kv_heads, head_dim);
+void kv_tiled_load_row(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,
+                       int head, uint8_t* row) {
+  const uint8_t* t = plane + kv_tile_offset(type, slot / kKvTile, head, num_kv_heads, head_dim);
   const int s = slot % kKvTile;
-  for_each_byte(value, head_dim, s, [&](size_t at, size_t to) { row[to] = t[at]; },
+  for_each_byte(type, value, head_dim, s, [&](size_t at, size_t to) { row[to] = t[at]; },
                 [&](size_t at, size_t to) { std::memcpy(row + to, t + at, 2); });
 }
 

@@ -75,7 +75,8 @@ std::string KvLayout::type_signature() const {
 }
 
 bool KvLayout::can_tile() const {
-  return k_dtype == KvDType::Q8_0 && v_dtype == KvDType::Q8_0 && head_dim > 0 && head_dim % 32 == 0 &&
+  auto tileable = [](KvDType t) { return t == KvDType::Q8_0 || t == KvDType::Q4_0; };
+  return tileable(k_dtype) && tileable(v_dtype) && head_dim > 0 && head_dim % 32 == 0 &&
          block_size > 0 && block_size % 16 == 0;
 }
 
@@ -89,7 +90,7 @@ Status KvLayout::validate() const {
   if (block_size <= 0)
     return invalid_argument("KV layout: block_size must be > 0, got " + std::to_string(block_size));
   if (tiled && !can_tile())
-    return invalid_argument("KV layout: the tiled layout needs q8_0 K and V, head_dim % 32 == 0 and block_size % 16 == 0");
+    return invalid_argument("KV layout: the tiled layout needs q8_0 or q4_0 K and V, head_dim % 32 == 0 and block_size % 16 == 0");
   // Refuse shapes whose block_bytes() would wrap size_t rather than size an arena from a
   // wrapped number.
   // (K row + V row) * kv_heads * block_size * layers must fit; the row sum cannot wrap.

@@ -19,7 +19,7 @@
 //         in its low nibble and value j + ceil(g/2) in its high nibble (an odd g leaves the last
 //         high nibble 8, i.e. zero). A full group of 32 is exactly the GGUF block_q4_0 (and q8_0
 //         the GGUF block_q8_0), with the same rounding.
-// Tiled (KvLayout::tiled, q8_0 K and V only): each plane holds the same bytes arranged in tiles of
+// Tiled (KvLayout::tiled, q8_0 or q4_0 K and V only): each plane holds the same bytes arranged in tiles of
 // 16 slots, [block_size / 16][num_kv_heads] tile-heads of 16 transposed rows, for the AVX-512
 // attention kernel (kernels/kv_tiles.h has the byte order); rows are then read and written only
 // through kernels/kv_tiles.h, never at the offsets above.
@@ -73,7 +73,7 @@ struct KvLayout {
   void set_dtype(KvDType dtype) { k_dtype = v_dtype = dtype; }
   KvDType dtype(KvPart part) const { return part == KvPart::kKey ? k_dtype : v_dtype; }
 
-  // Whether the tiled layout applies: q8_0 K and V, head_dim % 32 == 0, block_size % 16 == 0 (the
+  // Whether the tiled layout applies: q8_0 or q4_0 K and V, head_dim % 32 == 0, block_size % 16 == 0 (the
   // conditions of kernels/kv_tiles.h's kv_tiles_supported).
   bool can_tile() const;
 

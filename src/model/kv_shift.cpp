@@ -15,17 +15,19 @@ void copy_kv_slots(KvStorage& kv, const KvSlotCopy& c) {
   const KvLayout& L = kv.layout();
   const size_t ks = L.slot_bytes(KvPart::kKey), vs = L.slot_bytes(KvPart::kValue);
   if (L.tiled) {  // row by row through the tiles (kv_tiles.h)
-    std::vector<uint8_t> row(kv_row_bytes(KvElem::Q8_0, L.head_dim));
-    for (int l = 0; l < L.num_layers; ++l)
-      for (int part = 0; part < 2; ++part) {
+    for (int part = 0; part < 2; ++part) {
+      const KvElem type = kv_elem_of(part ? L.v_dtype : L.k_dtype);
+      std::vector<uint8_t> row(kv_row_bytes(type, L.head_dim));
+      for (int l = 0; l < L.num_layers; ++l) {
         const uint8_t* src = part ? kv.v_block(c.src_block, l) : kv.k_block(c.src_block, l);
         uint8_t* dst = part ? kv.v_block(c.dst_block, l) : kv.k_block(c.dst_block, l);
         for (int i = 0; i < c.num_slots; ++i)
           for (int h = 0; h < L.num_kv_heads; ++h) {
-            kv_tiled_load_row(part == 1, src, L.num_kv_heads, L.head_dim, c.src_slot + i, h, row.data());
-            kv_tiled_store_row(part == 1, dst, L.num_kv_heads, L.head_dim, c.dst_slot + i, h, row.data());
+            kv_tiled_load_row(type, part == 1, src, L.num_kv_heads, L.head_dim, c.src_slot + i, h, row.data());
+            kv_tiled_store_row(type, part == 1, dst, L.num_kv_heads, L.head_dim, c.dst_slot + i, h, row.data());
           }
       }
+    }
     return;
   }
   for (int l = 0; l < L.num_layers; ++l) {
@@ -59,11 +61,11 @@ void rerotate_keys(KvStorage& kv, const Model& model, std::span<const int32_t> t
         uint8_t* s = plane + size_t(p % bs) * slot;
         for (int h = 0; h < L.num_kv_heads; ++h) {
           uint8_t* r = L.tiled ? tiled_row.data() : s + size_t(h) * row;
-          if (L.tiled) kv_tiled_load_row(false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
+          if (L.tiled) kv_tiled_load_row(kt, false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
           kv_dequantize_row(kt, r, hd, k.data());
           apply_rope_cos_sin(k.data(), 1, hd, hp.rope_dim, cos_t.data(), sin_t.data(), hp.rope_neox);
           kv_quantize_row(kt, k.data(), hd, r);
-          if (L.tiled) kv_tiled_store_row(false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
+          if (L.tiled) kv_tiled_store_row(kt, false, plane, L.num_kv_heads, hd, int(p % bs), h, r);
         }
       }
   };

@@ -9,7 +9,7 @@
 namespace kvserve {
 
 namespace {
-// A tiled head row on the stack: q8_0 of head_dim up to 1024.
+// A tiled head row on the stack: q8_0 (or q4_0) of head_dim up to 1024.
 constexpr size_t kMaxTiledRowBytes = 1024 + 64;
 }  // namespace
 
@@ -34,14 +34,14 @@ void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const flo
   const KvLayout& L = kv.layout();
   const int hd = L.head_dim;
   const KvElem kt = kv_elem_of(L.k_dtype), vt = kv_elem_of(L.v_dtype);
-  if (L.tiled) {  // each head's q8_0 row quantized here, then scattered into its tile (kv_tiles.h)
+  if (L.tiled) {  // each head's row quantized here, then scattered into its tile (kv_tiles.h)
     uint8_t kq[kMaxTiledRowBytes], vq[kMaxTiledRowBytes];
-    KVS_ASSERT(kv_row_bytes(KvElem::Q8_0, hd) <= sizeof(kq), "tiled row too long");
+    KVS_ASSERT(kv_row_bytes(kt, hd) <= sizeof(kq) && kv_row_bytes(vt, hd) <= sizeof(vq), "tiled row too long");
     for (int h = 0; h < L.num_kv_heads; ++h) {
-      kv_quantize_row(KvElem::Q8_0, k + size_t(h) * hd, hd, kq);
-      kv_quantize_row(KvElem::Q8_0, v + size_t(h) * hd, hd, vq);
-      kv_tiled_store_row(false, kv.k_block(block, layer), L.num_kv_heads, hd, offset, h, kq);
-      kv_tiled_store_row(true, kv.v_block(block, layer), L.num_kv_heads, hd, offset, h, vq);
+      kv_quantize_row(kt, k + size_t(h) * hd, hd, kq);
+      kv_quantize_row(vt, v + size_t(h) * hd, hd, vq);
+      kv_tiled_store_row(kt, false, kv.k_block(block, layer), L.num_kv_heads, hd, offset, h, kq);
+      kv_tiled_store_row(vt, true, kv.v_block(block, layer), L.num_kv_heads, hd, offset, h, vq);
     }
     return;
   }

@@ -1,9 +1,9 @@
-// The tiled q8_0 K/V layout (kernels/kv_tiles.h) and attention over it: rows stored and loaded
-// back unchanged, the documented byte positions, and attention over a tiled copy of an arena
+// The tiled q8_0 / q4_0 K/V layout (kernels/kv_tiles.h) and attention over it: rows stored and
+// loaded back unchanged, the documented byte positions, and attention over a tiled copy of an arena
 // against the naive reference over the row arena's values (AVX-512: the tiled kernel; AVX2: the
 // row kernels on gathered rows, bit for bit the row layout's result), with windows that start and
 // end mid-tile (the blocks before them holes), several KV heads at once, and unreadable bytes in
-// the slots past the end.
+// the slots past the end; for each pair of K and V types (q8_0, q4_0).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 namespace kvserve {
 namespace {
 
-// A tiled copy of a q8_0 arena: the same block ids and block stride, each plane tiled.
+// A tiled copy of a q8_0 / q4_0 arena: the same block ids and block stride, each plane tiled.
 struct TiledArena {
   const Arena& rows;
   std::vector<uint8_t> bytes;
@@ -31,8 +31,8 @@ struct TiledArena {
       for (int part = 0; part < 2; ++part)
         for (int slot = 0; slot < a.block_size; ++slot)
           for (int h = 0; h < a.num_kv_heads; ++h)
-            kv_tiled_store_row(part == 1, plane(b, part), a.num_kv_heads, a.head_dim, slot, h,
-                               a.row_at(b, part, slot * a.num_kv_heads + h));
+            kv_tiled_store_row(part ? a.v_type : a.k_type, part == 1, plane(b, part), a.num_kv_heads, a.head_dim,
+                               slot, h, a.row_at(b, part, slot * a.num_kv_heads + h));
   }
   uint8_t* plane(int block, int part) {
     return bytes.data() + size_t(block) * rows.block_stride() + (part ? rows.plane_bytes(0) : 0);
@@ -46,49 +46,75 @@ struct TiledArena {
   }
 };
 
-using TiledAttention = PinnedAttentionPath;
-INSTANTIATE_TEST_SUITE_P(Paths, TiledAttention, ::testing::ValuesIn(vector_isas()), isa_name);
+// (vector path, (K type, V type)).
+struct TypePair { KvElem k, v; };
+constexpr TypePair kTypePairs[] = {
+    {KvElem::Q8_0, KvElem::Q8_0}, {KvElem::Q4_0, KvElem::Q4_0}, {KvElem::Q8_0, KvElem::Q4_0}, {KvElem::Q4_0, KvElem::Q8_0}};
+
+class TiledAttention : public ::testing::TestWithParam<std::tuple<Isa, TypePair>> {
+ protected:
+  void SetUp() override { attention_pin_isa(std::get<0>(GetParam())); }
+  void TearDown() override { attention_pin_isa(Isa::kScalar); }
+  Isa isa() const { return std::get<0>(GetParam()); }
+  KvElem k_type() const { return std::get<1>(GetParam()).k; }
+  KvElem v_type() const { return std::get<1>(GetParam()).v; }
+};
+INSTANTIATE_TEST_SUITE_P(PathsAndTypes, TiledAttention,
+                         ::testing::Combine(::testing::ValuesIn(vector_isas()), ::testing::ValuesIn(kTypePairs)),
+                         [](const ::testing::TestParamInfo<std::tuple<Isa, TypePair>>& info) {
+                           const TypePair t = std::get<1>(info.param);
+                           return isa_name(::testing::TestParamInfo<Isa>(std::get<0>(info.param), 0)) + "_k_" +
+                                  name(t.k) + "_v_" + name(t.v);
+                         });
 
 TEST(KvTiles, SupportedShapes) {
   EXPECT_TRUE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q8_0, 64, 16));
   EXPECT_TRUE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q8_0, 128, 32));
-  EXPECT_FALSE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q4_0, 64, 16));
+  EXPECT_TRUE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q4_0, 64, 16));
+  EXPECT_TRUE(kv_tiles_supported(KvElem::Q4_0, KvElem::Q4_0, 64, 16));
   EXPECT_FALSE(kv_tiles_supported(KvElem::F16, KvElem::F16, 64, 16));
+  EXPECT_FALSE(kv_tiles_supported(KvElem::Q4_0, KvElem::F32, 64, 16));
   EXPECT_FALSE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q8_0, 40, 16));
+  EXPECT_FALSE(kv_tiles_supported(KvElem::Q4_0, KvElem::Q4_0, 48, 16));
   EXPECT_FALSE(kv_tiles_supported(KvElem::Q8_0, KvElem::Q8_0, 64, 8));
-  EXPECT_EQ(kv_tile_head_bytes(64), size_t(16 * 68));
+  EXPECT_EQ(kv_tile_head_bytes(KvElem::Q8_0, 64), size_t(16 * 68));
+  EXPECT_EQ(kv_tile_head_bytes(KvElem::Q4_0, 64), size_t(16 * 36));
 }
 
-// Every row comes back byte for byte, and the bytes sit where kv_tiles.h says.
+// Every row comes back byte for byte, and the bytes sit where kv_tiles.h says (with C code bytes
+// per row and b a code byte's index in its row).
 TEST(KvTiles, RowsRoundTripAtTheDocumentedPlaces) {
-  for (int hd : {32, 64, 128}) {
-    const int nh = 3, bs = 32;
-    const size_t rb = kv_row_bytes(KvElem::Q8_0, hd);
-    std::vector<uint8_t> plane(size_t(bs) * nh * rb), rows(plane.size()), back(rb);
-    for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint8_t(i * 7 + i / 97);
-    for (int part = 0; part < 2; ++part) {
-      std::fill(plane.begin(), plane.end(), 0);
-      for (int s = 0; s < bs; ++s)
-        for (int h = 0; h < nh; ++h)
-          kv_tiled_store_row(part == 1, plane.data(), nh, hd, s, h, &rows[(size_t(s) * nh + h) * rb]);
-      for (int s = 0; s < bs; ++s)
-        for (int h = 0; h < nh; ++h) {
-          const uint8_t* row = &rows[(size_t(s) * nh + h) * rb];
-          kv_tiled_load_row(part == 1, plane.data(), nh, hd, s, h, back.data());
-          ASSERT_EQ(0, std::memcmp(back.data(), row, rb)) << "hd " << hd << " part " << part << " slot " << s;
-          const uint8_t* tile = plane.data() + kv_tile_offset(s / 16, h, nh, hd);
-          const int j = s % 16;
-          for (int d = 0; d < hd; ++d) {
-            const uint8_t code = row[size_t(d / 32) * 34 + 2 + size_t(d % 32)];
-            const size_t at = part == 0 ? (size_t(d / 2) * 16 + size_t(j)) * 2 + size_t(d % 2)
-                                        : (size_t(j / 2) * size_t(hd) + size_t(d)) * 2 + size_t(j % 2);
-            ASSERT_EQ(tile[at], code) << "hd " << hd << " part " << part << " slot " << s << " dim " << d;
+  for (KvElem type : {KvElem::Q8_0, KvElem::Q4_0})
+    for (int hd : {32, 64, 128}) {
+      const int nh = 3, bs = 32;
+      const size_t rb = kv_row_bytes(type, hd), c = type == KvElem::Q4_0 ? size_t(hd) / 2 : size_t(hd);
+      const size_t group_codes = c / size_t(hd / 32), group_bytes = 2 + group_codes;
+      std::vector<uint8_t> plane(size_t(bs) * nh * rb), rows(plane.size()), back(rb);
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint8_t(i * 7 + i / 97);
+      for (int part = 0; part < 2; ++part) {
+        std::fill(plane.begin(), plane.end(), 0);
+        for (int s = 0; s < bs; ++s)
+          for (int h = 0; h < nh; ++h)
+            kv_tiled_store_row(type, part == 1, plane.data(), nh, hd, s, h, &rows[(size_t(s) * nh + h) * rb]);
+        for (int s = 0; s < bs; ++s)
+          for (int h = 0; h < nh; ++h) {
+            const std::string where = std::string(name(type)) + " hd " + std::to_string(hd) + " part " +
+                                      std::to_string(part) + " slot " + std::to_string(s);
+            const uint8_t* row = &rows[(size_t(s) * nh + h) * rb];
+            kv_tiled_load_row(type, part == 1, plane.data(), nh, hd, s, h, back.data());
+            ASSERT_EQ(0, std::memcmp(back.data(), row, rb)) << where;
+            const uint8_t* tile = plane.data() + kv_tile_offset(type, s / 16, h, nh, hd);
+            const size_t j = size_t(s % 16);
+            for (size_t b = 0; b < c; ++b) {
+              const uint8_t code = row[(b / group_codes) * group_bytes + 2 + b % group_codes];
+              const size_t at = part == 0 ? ((b / 2) * 16 + j) * 2 + b % 2 : ((j / 2) * c + b) * 2 + j % 2;
+              ASSERT_EQ(tile[at], code) << where << " code byte " << b;
+            }
+            for (size_t g = 0; g < size_t(hd / 32); ++g)
+              ASSERT_EQ(0, std::memcmp(tile + 16 * c + (g * 16 + j) * 2, row + g * group_bytes, 2)) << where;
           }
-          for (int g = 0; g < hd / 32; ++g)
-            ASSERT_EQ(0, std::memcmp(tile + size_t(16 * hd) + (size_t(g) * 16 + size_t(j)) * 2, row + size_t(g) * 34, 2));
-        }
+      }
     }
-  }
 }
 
 // Attention over the tiled copy: the naive softmax of the stored values with the rounded query,
@@ -104,7 +130,7 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
   for (const Case& c : cases)
     for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {0, 5}, {0, 16}, {0, 17}, {0, 300}, {5, 21},
                               {37, 300}, {130, 131}, {100, 400}}) {
-      Arena a(c.block_size, c.num_kv_heads, c.head_dim, KvElem::Q8_0, KvElem::Q8_0, end, seed++);
+      Arena a(c.block_size, c.num_kv_heads, c.head_dim, k_type(), v_type(), end, seed++);
       const TiledArena t(a);
       // Blocks wholly before the window are holes, as after KvCacheManager::release_before.
       for (int64_t b = 0; b < begin / c.block_size; ++b) a.table[size_t(b)] = -1;
@@ -114,7 +140,7 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
       std::vector<float> tiled(qh * size_t(c.num_kv_heads)), rows(tiled.size()), one(qh), scalar(qh);
       attention_group_range_heads(t.view(), begin, end, 0, c.num_kv_heads, q.data(), c.group, scale, tiled.data());
       attention_group_range_heads(a.view(), begin, end, 0, c.num_kv_heads, q.data(), c.group, scale, rows.data());
-      const auto qr = rounded_if_the_path_rounds(q, KvElem::Q8_0, c.head_dim);
+      const auto qr = rounded_if_the_path_rounds(q, k_type(), c.head_dim);
       for (int h = 0; h < c.num_kv_heads; ++h) {
         const auto want = naive(a, end, h, qr.data() + size_t(h) * qh, c.group, scale, begin);
         attention_group_range(t.view(), begin, end, h, q.data() + size_t(h) * qh, c.group, scale, one.data());
@@ -132,7 +158,7 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
               << c.block_size << " [" << begin << "," << end << ") h " << h << " i " << i;
           ASSERT_EQ(got, one[i]) << "one head alone, i " << i;
           ASSERT_NEAR(scalar[i], want_exact[i], 2e-5 * (1 + std::fabs(want_exact[i]))) << "scalar i " << i;
-          if (GetParam() == Isa::kAvx2 || c.head_dim != 64) {
+          if (isa() == Isa::kAvx2 || c.head_dim != 64) {
             ASSERT_EQ(got, rows[size_t(h) * qh + i]) << "gathered rows, i " << i;
           }
         }
@@ -149,14 +175,15 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
 TEST_P(TiledAttention, UnusedSlotsAreNeverUsed) {
   const int hd = 64, nh = 3, group = 3, bs = 16;
   for (int64_t end : {1, 7, 40}) {
-    Arena a(bs, nh, hd, KvElem::Q8_0, KvElem::Q8_0, end, uint32_t(end));
+    Arena a(bs, nh, hd, k_type(), v_type(), end, uint32_t(end));
     TiledArena clean(a), dirty(a);
-    std::vector<uint8_t> junk(kv_row_bytes(KvElem::Q8_0, hd), 0xFF);
+    std::vector<uint8_t> junk(std::max(kv_row_bytes(k_type(), hd), kv_row_bytes(v_type(), hd)), 0xFF);
     const int32_t block = a.table[size_t((end - 1) / bs)];
     for (int slot = int(end % bs); end % bs != 0 && slot < bs; ++slot)
       for (int h = 0; h < nh; ++h)
         for (int part = 0; part < 2; ++part)
-          kv_tiled_store_row(part == 1, dirty.plane(block, part), nh, hd, slot, h, junk.data());
+          kv_tiled_store_row(part ? v_type() : k_type(), part == 1, dirty.plane(block, part), nh, hd, slot, h,
+                             junk.data());
     const auto q = random_q(nh * group, hd, 5, 2.0f);
     std::vector<float> want(q.size()), got(q.size());
     attention_group_range_heads(clean.view(), 0, end, 0, nh, q.data(), group, 0.125f, want.data());

@@ -104,8 +104,8 @@ TEST(KvLayout, BlockGeometry) {
   EXPECT_EQ(l.layer_block_bytes(), 2 * l.plane_bytes(K));
 }
 
-// The tiled layout (q8_0 K and V only, head_dim % 32, block_size % 16): the same bytes, its own
-// type signature (blocks of the two layouts are not interchangeable), refused where it cannot apply.
+// The tiled layout (q8_0 or q4_0 K and V only, head_dim % 32, block_size % 16): the same bytes, its
+// own type signature (blocks of the two layouts are not interchangeable), refused where it cannot apply.
 TEST(KvLayout, TiledOnlyWhereItApplies) {
   KvLayout l = make_layout(30, 3, 64, 16, KvDType::Q8_0);
   EXPECT_TRUE(l.can_tile());
@@ -115,13 +115,21 @@ TEST(KvLayout, TiledOnlyWhereItApplies) {
   EXPECT_EQ(l.block_bytes(), rows_bytes);
   EXPECT_EQ(l.type_signature(), "k=q8_0,v=q8_0,bs=16,tiled");
   for (KvLayout bad : {make_layout(1, 1, 64, 8, KvDType::Q8_0), make_layout(1, 1, 40, 16, KvDType::Q8_0),
-                       make_layout(1, 1, 64, 16, KvDType::F16), make_layout(1, 1, 64, 16, KvDType::Q4_0)}) {
+                       make_layout(1, 1, 64, 16, KvDType::F16), make_layout(1, 1, 64, 16, KvDType::BF16)}) {
     EXPECT_FALSE(bad.can_tile()) << bad.type_signature();
     bad.tiled = true;
     EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument) << bad.type_signature();
   }
+  KvLayout q4 = make_layout(2, 2, 64, 32, KvDType::Q4_0);
+  const size_t q4_rows_bytes = q4.block_bytes();
+  q4.tiled = true;
+  EXPECT_TRUE(q4.validate().ok());
+  EXPECT_EQ(q4.block_bytes(), q4_rows_bytes);
+  EXPECT_EQ(q4.type_signature(), "k=q4_0,v=q4_0,bs=32,tiled");
   KvLayout mixed = make_layout(1, 1, 64, 16, KvDType::Q8_0);
   mixed.v_dtype = KvDType::Q4_0;
+  EXPECT_TRUE(mixed.can_tile());
+  mixed.v_dtype = KvDType::F16;
   EXPECT_FALSE(mixed.can_tile());
 }
 

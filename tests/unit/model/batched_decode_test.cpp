@@ -161,13 +161,14 @@ TEST(BatchedDecode, EqualsEachSequenceAloneLlama) {
   for (KvDType t : {KvDType::F32, KvDType::Q8_0, KvDType::Q4_0}) check_model(shared_path("models/stories260K.gguf"), t);
 }
 
-// head_dim 64 with q8_0 K/V: the tiled layout, each token's task scattering its rows into its
-// sequence's tiles while the other tasks read theirs (rows and tiled alike).
-TEST(BatchedDecode, EqualsEachSequenceAloneTiledQ8) {
-  for (bool tiled : {true, false}) check_model(shared_path("models/tiny/tiny-llama-f32.gguf"), KvDType::Q8_0, tiled);
+// head_dim 64 with q8_0 or q4_0 K/V: the tiled layout, each token's task scattering its rows into
+// its sequence's tiles while the other tasks read theirs (rows and tiled alike).
+TEST(BatchedDecode, EqualsEachSequenceAloneTiled) {
+  for (KvDType t : {KvDType::Q8_0, KvDType::Q4_0})
+    for (bool tiled : {true, false}) check_model(shared_path("models/tiny/tiny-llama-f32.gguf"), t, tiled);
 }
 
-// The engine tiles a q8_0 cache only where the tiled kernel runs: AVX-512 attention, head_dim 64,
+// The engine tiles a q8_0 / q4_0 cache only where the tiled kernel runs: AVX-512 attention, head_dim 64,
 // blocks of a multiple of 16 (elsewhere tiled planes would be read through gathered rows).
 TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   KvLayout l;
@@ -180,6 +181,11 @@ TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   const bool allowed = off == nullptr || std::string(off) != "0";
   EXPECT_EQ(kv_tiles_preferred(l), allowed && attention_isa() == Isa::kAvx512);
   KvLayout other = l;
+  other.set_dtype(KvDType::Q4_0);
+  EXPECT_EQ(kv_tiles_preferred(other), allowed && attention_isa() == Isa::kAvx512);
+  other.k_dtype = KvDType::Q8_0;
+  EXPECT_EQ(kv_tiles_preferred(other), allowed && attention_isa() == Isa::kAvx512);
+  other = l;
   other.head_dim = 128;
   EXPECT_FALSE(kv_tiles_preferred(other));
   other = l;

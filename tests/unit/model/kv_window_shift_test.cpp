@@ -89,7 +89,9 @@ struct Rig {
     const uint8_t* base = part == 0 ? kv.k_block(s.block, l) : kv.v_block(s.block, l);
     std::vector<float> y(size_t(L.head_dim));
     std::vector<uint8_t> tiled_row(L.tiled ? L.head_row_bytes(kp) : 0);
-    if (L.tiled) kv_tiled_load_row(part == 1, base, L.num_kv_heads, L.head_dim, s.offset, h, tiled_row.data());
+    if (L.tiled)
+      kv_tiled_load_row(kv_elem_of(L.dtype(kp)), part == 1, base, L.num_kv_heads, L.head_dim, s.offset, h,
+                        tiled_row.data());
     const uint8_t* src = L.tiled ? tiled_row.data() : base + size_t(s.offset) * L.slot_bytes(kp) + size_t(h) * L.head_row_bytes(kp);
     kv_dequantize_row_scalar(kv_elem_of(L.dtype(kp)), src, L.head_dim, y.data());
     return y;
@@ -112,7 +114,9 @@ double row_error(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // tol: largest row_error allowed between shifted and recomputed K/V.
-void check_shift_matches_recompute(const Model& m, RigLayout dtype, double tol) {
+// tol: the largest row_error allowed between shifted and recomputed keys; the keys before the
+// re-rotation must differ by more than `separation` times it.
+void check_shift_matches_recompute(const Model& m, RigLayout dtype, double tol, double separation = 10) {
   const int n = 45, keep = 3, discard = 16;
   const auto tokens = random_tokens(n, m.hparams().n_vocab, 5);
   Rig shifted(m, dtype, 16);
@@ -147,7 +151,7 @@ void check_shift_matches_recompute(const Model& m, RigLayout dtype, double tol) 
   for (int64_t p = keep; p < int64_t(kept.size()); ++p) {
     diff = std::max(diff, row_error(unrotated.row(0, p, 0, 0), fresh.row(0, p, 0, 0)));
   }
-  EXPECT_GT(diff, 10 * tol) << "the test cannot tell rotated from unrotated keys";
+  EXPECT_GT(diff, separation * tol) << "the test cannot tell rotated from unrotated keys";
 }
 
 TEST(KvShift, StoriesKeysReRotatedEqualRecomputed) {
@@ -158,14 +162,17 @@ TEST(KvShift, StoriesKeysReRotatedEqualRecomputed) {
   check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0}, 2.5 / 127);  // two roundings of a step max/127 at most
 }
 
-// The tiled q8_0 layout (kernels/kv_tiles.h; head_dim 64, block size 16): slots copied and keys
-// re-rotated through the tiles, the same as the row layout's within its rounding.
+// The tiled q8_0 / q4_0 layout (kernels/kv_tiles.h; head_dim 64, block size 16): slots copied and
+// keys re-rotated through the tiles, the same as the row layout's within its rounding.
 TEST(KvShift, TiledLlamaKeysReRotatedEqualRecomputed) {
   auto m = Model::load(shared_path("models/tiny/tiny-llama-f32.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   ASSERT_EQ((*m)->hparams().head_dim, 64);
   check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0, true}, 2.5 / 127);
   check_shift_matches_recompute(**m, RigLayout{KvDType::Q8_0, false}, 2.5 / 127);
+  // A q4_0 step is max/8: two roundings of it at most, which leaves room for a 5x separation only.
+  check_shift_matches_recompute(**m, RigLayout{KvDType::Q4_0, true}, 2.5 / 8, 5);
+  check_shift_matches_recompute(**m, RigLayout{KvDType::Q4_0, false}, 2.5 / 8, 5);
 }
 
 TEST(KvShift, QwenNeoxPairsReRotatedEqualRecomputed) {
