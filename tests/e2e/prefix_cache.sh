@@ -2,7 +2,8 @@
 # Prefix caching over HTTP: greedy outputs with a hit equal those of a --prefix-cache off server
 # (completions and chat, hits ending on a block boundary, prompts shorter than a block),
 # usage.prompt_tokens_details.cached_tokens, cache_salt isolation, the /cache admin API and the
-# prefix-cache metrics (through promtool).
+# prefix-cache metrics (through promtool); and on tiny-llama (head_dim 64) with q8_0 and q4_0 K/V,
+# whose blocks are tiled on AVX-512 CPUs (kernels/kv_tiles.h), hits give the texts of no cache.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/server_lib.bash"
 
@@ -14,14 +15,20 @@ if len(sys.argv)>2: b["cache_salt"]=sys.argv[2]
 print(json.dumps(b))' "$@"; }
 chat() { python3 -c 'import json,sys;print(json.dumps({"messages":[{"role":"system","content":sys.argv[1]},{"role":"user","content":sys.argv[2]}],"max_tokens":20,"temperature":0}))' "$@"; }
 
-# run_all TAG: every request of the test against $URL; texts to $TMP/TAG.texts, cached counts to $TMP/TAG.cached.
-run_all() {
+# run_completions TAG: the shared text with each suffix against $URL; texts to $TMP/TAG.texts,
+# cached counts to $TMP/TAG.cached (both started afresh).
+run_completions() {
   : >"$TMP/$1.texts"; : >"$TMP/$1.cached"
   for s in "${SUFFIXES[@]}"; do
     post /v1/completions "$(cmpl "$SHARED_TEXT$s")" >/dev/null
     jget "$TMP/body" 'j["choices"][0]["text"]' >>"$TMP/$1.texts"
     jget "$TMP/body" 'j["usage"]["prompt_tokens_details"]["cached_tokens"]' >>"$TMP/$1.cached"
   done
+}
+
+# run_all TAG: every request of the test against $URL, appended to run_completions' files.
+run_all() {
+  run_completions "$1"
   for u in "Tell me a story." "Tell me a joke."; do
     post /v1/chat/completions "$(chat "$SHARED_TEXT" "$u")" >/dev/null
     jget "$TMP/body" 'j["choices"][0]["message"]["content"]' >>"$TMP/$1.texts"
@@ -103,4 +110,19 @@ fi
 check "cache events in the debug log" grep -q "kv cache: " "$TMP/srv.err"
 stop_server
 check "clean shutdown" test "$STOP_RC" = 0
+
+# Tiled (or, without AVX-512, row) q8_0 / q4_0 blocks shared between requests.
+for kv in q8_0 q4_0; do
+  for pc in off on; do
+    if ! SERVE_MODEL="$SHARED/models/tiny/tiny-llama-f32.gguf" start_server --kv-type "$kv" --prefix-cache "$pc"; then
+      fail "tiny-llama server ($kv, prefix cache $pc) did not start"; cat "$TMP/srv.err"; continue
+    fi
+    run_completions "tiny-$kv-$pc"
+    stop_server
+  done
+  check "tiny-llama $kv K/V: greedy texts equal with and without the prefix cache" \
+    cmp -s "$TMP/tiny-$kv-off.texts" "$TMP/tiny-$kv-on.texts"
+  check "tiny-llama $kv K/V: later requests hit the shared prefix" \
+    test "$(tail -n 3 "$TMP/tiny-$kv-on.cached" | sort -n | head -1)" -ge 16
+done
 finish

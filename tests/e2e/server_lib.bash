@@ -10,13 +10,13 @@ trap server_cleanup EXIT
 # jget FILE EXPR: prints a value of the JSON in FILE (EXPR is Python over `j`).
 jget() { python3 -c "import json,sys;j=json.load(open(sys.argv[1]));print($2)" "$1" 2>/dev/null; }
 
-# start_server ARGS...: serves stories260K on a port the OS picks (--port 0; read back from the
+# start_server ARGS...: serves stories260K (or $SERVE_MODEL) on a port the OS picks (--port 0; read back from the
 # server's "listening on" line, so no other test's server can take it between a probe and the
 # bind), waits (at most 60 s) for /health 200 from that server. Sets PORT and URL.
 start_server() {
   PORT=""
   URL=""
-  "$KVSERVE" serve -m "$STORIES" --port 0 "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
+  "$KVSERVE" serve -m "${SERVE_MODEL:-$STORIES}" --port 0 "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
   SRV_PID=$!
   for _ in $(seq 1 600); do
     if [ -z "$PORT" ]; then
