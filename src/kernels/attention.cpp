@@ -308,10 +308,11 @@ void attention_round_query(const float* q, int n, float* out) {
 }
 
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
-                             const float* q, int group, float scale, float* partials) {
+                             const float* q, int group, float scale, float* partials, int64_t hint_end) {
   if (kv.tiled) {
     if (attention_isa() == Isa::kAvx512 &&
-        detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials))
+        detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials,
+                                                     hint_end))
       return;
     attention_partial_heads(tiled_as_rows(kv, begin, end), begin, end, kv_head0, nheads, q, group, scale, partials);
     return;
@@ -415,10 +416,11 @@ void attention_group_range_heads(const PagedKvView& kv, int64_t begin, int64_t e
   float* acc = scratch.data();
   float* next = acc + all;
   const int64_t chunks = attention_num_chunks(begin, end);
-  attention_partial_heads(kv, begin, attention_chunk_end(begin, end, 0), kv_head0, nheads, q, group, scale, acc);
+  // Each chunk hints the next one's start (the same thread reads it next).
+  attention_partial_heads(kv, begin, attention_chunk_end(begin, end, 0), kv_head0, nheads, q, group, scale, acc, end);
   for (int64_t c = 1; c < chunks; ++c) {
     attention_partial_heads(kv, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), kv_head0, nheads,
-                            q, group, scale, next);
+                            q, group, scale, next, end);
     for (int h = 0; h < nheads; ++h) attention_merge(group, hd, acc + size_t(h) * pf, next + size_t(h) * pf);
   }
   for (int h = 0; h < nheads; ++h)

@@ -78,8 +78,11 @@ void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv
 // queries at q + h * group * head_dim, its state at partials + h * attention_partial_floats(group,
 // head_dim). Bit-identical to one attention_partial per head; the heads share one walk over the
 // positions, so each slot's rows (contiguous for all heads) are read from memory together.
+// hint_end > end: the positions [end, hint_end) are what this thread reads next (the following
+// chunk of attention_group_range_heads); the tiled kernel hints their first K/V into cache as it
+// nears `end` instead of starting that chunk cold. It changes no result.
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
-                             const float* q, int group, float scale, float* partials);
+                             const float* q, int group, float scale, float* partials, int64_t hint_end = 0);
 // into = the state of both position sets (into's positions come first; merge left to right).
 void attention_merge(int group, int head_dim, float* into, const float* other);
 // out[group][head_dim] = acc / s.

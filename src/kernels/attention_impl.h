@@ -177,8 +177,10 @@ bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_
                                     const float* q, int group, float scale, float* partials);
 
 // attention_partial_heads over a tiled view (kernels/kv_tiles.h, attention_tiled_avx512.cpp) on
-// AVX-512 VNNI: head_dim 64 only. Returns false (and writes nothing) otherwise.
+// AVX-512 VNNI: head_dim 64 only (hint_end as attention_partial_heads's). Returns false (and
+// writes nothing) otherwise.
 bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                          int nheads, const float* q, int group, float scale, float* partials);
+                                          int nheads, const float* q, int group, float scale, float* partials,
+                                          int64_t hint_end);
 
 }  // namespace kvserve::detail

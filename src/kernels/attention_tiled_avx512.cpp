@@ -195,7 +195,7 @@ template <int G, bool Q4>
 // positions [16 t, 16 t + 16) of which [begin, end) count). State: m[G], s[G] (lane-wise sums,
 // [G][16]) and acc[G] rows of 64 floats.
 template <int G, bool K4, bool V4>
-void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t last, bool hint,
+void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t hint_last, bool hint,
                const PairQuery* pq, float scale, float* m, float* s, float* const* acc) {
   const uint8_t* kt[kSpanTiles];
   const uint8_t* vt[kSpanTiles];
@@ -216,7 +216,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     // hinted at once, no better.
     if (hint) {
       const int64_t ta = t + kSpanTiles;
-      if (ta <= last) {
+      if (ta <= hint_last) {
         const uint8_t* ka = kv.k0 + tile_offset<K4>(kv, ta, head);
         const uint8_t* va = kv.v0 + tile_offset<V4>(kv, ta, head);
         for (size_t b = 0; b < kTileHeadBytes<K4>; b += 64) prefetch_line<false>(ka + b);
@@ -261,7 +261,7 @@ void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
 
 template <bool K4, bool V4>
 void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
-                  int group, float scale, float* partials) {
+                  int group, float scale, float* partials, int64_t hint_end) {
   const size_t pf = attention_partial_floats(group, kHd);
   // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
   thread_local std::vector<PairQuery> pq;
@@ -277,6 +277,9 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
     std::fill(part + 2 * group, part + pf, 0.0f);
   }
   const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
+  // The last tile the span passes may hint: this call's, or the following positions' the caller
+  // reads next on this thread (so that chunk does not start cold).
+  const int64_t hint_last = (std::max(end, hint_end) - 1) / kKvTile;
   for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4>(kv, t, last);
   for (int64_t t0 = first; t0 <= last; t0 += kSpanTiles) {
     const int n = int(std::min<int64_t>(kSpanTiles, last + 1 - t0));
@@ -289,10 +292,10 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
         switch (G) {
-          case 1: span_pass<1, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 2: span_pass<2, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 3: span_pass<3, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          default: span_pass<4, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 1: span_pass<1, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 2: span_pass<2, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 3: span_pass<3, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          default: span_pass<4, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
         }
       }
     }
@@ -306,14 +309,15 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
 }  // namespace
 
 bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                          int nheads, const float* q, int group, float scale, float* partials) {
+                                          int nheads, const float* q, int group, float scale, float* partials,
+                                          int64_t hint_end) {
   if (!kv.tiled || kv.head_dim != kHd || !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
     return false;
   const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
-  if (k4 && v4) attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
-  else if (k4) attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
-  else if (v4) attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
-  else attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials);
+  if (k4 && v4) attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
+  else if (k4) attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
+  else if (v4) attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
+  else attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
   return true;
 }
 
