@@ -36,6 +36,7 @@
 #include "kernels/attention_avx512_common.h"
 #include "kernels/attention_impl.h"
 #include "kernels/kv_tiles.h"
+#include "util/status.h"
 
 namespace kvserve::detail {
 
@@ -313,6 +314,10 @@ bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, 
                                           int64_t hint_end) {
   if (!kv.tiled || kv.head_dim != kHd || !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
     return false;
+  // The compile-time tile sizes above are kv_tiles.h's (checked once per process).
+  static const bool sizes_agree = kTileHeadBytes<false> == kv_tile_head_bytes(KvElem::Q8_0, kHd) &&
+                                  kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
+  KVS_ASSERT(sizes_agree, "tiled attention kernel and kv_tiles.h disagree on a tile's size");
   const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
   if (k4 && v4) attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
   else if (k4) attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
