@@ -154,6 +154,19 @@ void BM_decode_step_partials(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
+// A 256 MiB streaming read, outside the timing, that evicts the K/V from every cache level before
+// an iteration (the weights do that in the engine between two layers' attention).
+struct CacheFlush {
+  std::vector<uint64_t> buf = std::vector<uint64_t>(size_t(256) << 17, 1);
+  uint64_t sink = 0;
+  void untimed(benchmark::State& state) {
+    state.PauseTiming();
+    for (size_t i = 0; i < buf.size(); i += 8) sink += buf[i];
+    benchmark::DoNotOptimize(sink);
+    state.ResumeTiming();
+  }
+};
+
 // One decode step's attention as the engine runs it at batch 1, single thread, from memory: each
 // layer's positions in kAttentionChunk chunks, one attention_partial_heads per chunk for all KV
 // heads, after a 256 MiB streaming read has evicted the K/V from every cache level (the weights do
@@ -167,12 +180,9 @@ void BM_decode_step_cold(benchmark::State& state) {
   auto f = step_fixture(state, ctx, in_order);
   if (!f) return;
   std::vector<float> partials(attention_partial_floats(kStepGroup, kHeadDim) * kKvHeads);
-  std::vector<uint64_t> flush(size_t(256) << 17, 1);  // 256 MiB
-  uint64_t sink = 0;
+  CacheFlush flush;
   for (auto _ : state) {
-    state.PauseTiming();
-    for (size_t i = 0; i < flush.size(); i += 8) sink += flush[i];
-    state.ResumeTiming();
+    flush.untimed(state);
     for (int l = 0; l < kStepLayers; ++l) {
       const PagedKvView view = paged_kv_view(*f->kv, l, f->table);
       for (int64_t c = 0; c < attention_num_chunks(ctx); ++c)
@@ -181,8 +191,28 @@ void BM_decode_step_cold(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(partials.data());
   }
-  benchmark::DoNotOptimize(sink);
   state.SetLabel(std::string(kv_dtype_name(f->kv->layout().k_dtype)) + (in_order ? " adjacent blocks" : " scattered blocks"));
+  state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
+}
+
+// The same cold step as a batched decode's task runs it (one thread walks every chunk of a
+// sequence in order and merges them: attention_group_range_heads, all KV heads at once, blocks in
+// id order), so a chunk may warm the next one's first K/V (hint_end, kernels/attention.h).
+// args: {context, dtype}
+void BM_decode_step_cold_range(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  auto f = step_fixture(state, ctx, /*in_order=*/true);
+  if (!f) return;
+  std::vector<float> out(size_t(kStepGroup) * kKvHeads * kHeadDim);
+  CacheFlush flush;
+  for (auto _ : state) {
+    flush.untimed(state);
+    for (int l = 0; l < kStepLayers; ++l)
+      attention_group_range_heads(paged_kv_view(*f->kv, l, f->table), 0, ctx, 0, kKvHeads, f->q.data(), kStepGroup,
+                                  0.125f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(kv_dtype_name(f->kv->layout().k_dtype)) + " adjacent blocks, chunks merged in turn");
   state.SetBytesProcessed(int64_t(state.iterations()) * ctx * int64_t(f->kv->layout().bytes_per_token()));
 }
 
@@ -195,6 +225,7 @@ BENCHMARK(BM_paged_attention_group3)
 BENCHMARK(BM_decode_step_attention)->ArgsProduct({{128, 2048}, {0, 1, 3, 4}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_partials)->ArgsProduct({{512, 2048}, {0, 1, 3}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_step_cold)->ArgsProduct({{512, 2048}, {1, 3, 4}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step_cold_range)->ArgsProduct({{544, 2048}, {3, 4}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve
