@@ -28,6 +28,15 @@
 namespace kvserve {
 
 constexpr int kKvTile = 16;  // slots per tile
+
+// PREFETCHW (a hint-NOP on x86 CPUs without it): the line fetched ready for our stores.
+inline void prefetch_for_write(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
 // The head dim of the AVX-512 tiled attention kernel (attention_tiled_avx512.cpp); other head
 // dims read tiled planes through gathered rows.
 constexpr int kKvTiledKernelHeadDim = 64;
@@ -47,6 +56,17 @@ inline size_t kv_tile_offset(KvElem type, int tile, int head, int num_kv_heads, 
 // (value = false) or V (value = true) plane.
 void kv_tiled_store_row(KvElem type, bool value, uint8_t* plane, int num_kv_heads, int head_dim, int slot, int head,
                         const uint8_t* row);
+// The byte ranges of a tile-head that hold (slot)'s row, widened to whole 64-byte lines from their
+// start: codes [codes_begin, codes_end) and scales [scales_begin, scales_end).
+struct KvTileRowLines {
+  size_t codes_begin, codes_end, scales_begin, scales_end;
+};
+KvTileRowLines kv_tiled_row_lines(KvElem type, bool value, int head_dim, int slot);
+// Hints every cache line kv_tiled_store_row(type, value, plane, ..., slot, head, row) writes (the
+// lines of kv_tiled_row_lines), for writing: a decode step's new row goes into its sequence's
+// newest tile, which the weights streamed since its last visit have pushed out of the caches.
+void kv_tiled_hint_store(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,
+                         int head);
 // Reads (slot, head)'s row back out of a tiled plane.
 void kv_tiled_load_row(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,
                        int head, uint8_t* row);

@@ -62,7 +62,20 @@ void ForwardPass::ensure_workspace(int64_t T, int64_t num_out) {
 // Writes the batch's K/V rows of `layer` into their slots: position p of a chunk lives in
 // block table[p / block_size] at offset p % block_size.
 void ForwardPass::store_kv(const ForwardBatch& batch, int layer) {
-  for (int64_t t = 0; t < int64_t(batch.tokens.size()); ++t) store_token_kv(batch, layer, t);
+  // Decode-sized batches: every token's lines requested before the first store, so that their
+  // misses overlap (a prefill's tokens share their tiles: the first store of each pays alone).
+  constexpr int64_t kMaxHintedTokens = 16;
+  const int64_t T = int64_t(batch.tokens.size());
+  if (T <= kMaxHintedTokens)
+    for (int64_t t = 0; t < T; ++t) hint_token_kv(batch, layer, t);
+  for (int64_t t = 0; t < T; ++t) store_token_kv(batch, layer, t);
+}
+
+void ForwardPass::hint_token_kv(const ForwardBatch& batch, int layer, int64_t t) {
+  const int bs = kv_.layout().block_size;
+  const SeqChunk& c = batch.chunks[size_t(token_chunk_[size_t(t)])];
+  const int64_t pos = token_pos_[size_t(t)];
+  hint_kv_row_store(kv_, c.block_table[size_t(pos / bs)], layer, int(pos % bs));
 }
 
 void ForwardPass::store_token_kv(const ForwardBatch& batch, int layer, int64_t t) {
@@ -243,6 +256,10 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
     pool_.parallel_for(T, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) {
         if (attn_prepares_tokens_) {
+          // This token's store lines now, the next one's to arrive while this token attends (the
+          // next index is usually this thread's next claim).
+          if (t == begin) hint_token_kv(batch, layer, t);
+          if (t + 1 < T) hint_token_kv(batch, layer, t + 1);
           prepare_token(t, L);
           store_token_kv(batch, layer, t);
         }

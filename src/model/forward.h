@@ -70,6 +70,8 @@ class ForwardPass {
   int64_t item_first(const ForwardBatch& batch, int64_t i) const;
   void store_kv(const ForwardBatch& batch, int layer);
   void store_token_kv(const ForwardBatch& batch, int layer, int64_t t);
+  // Hints the lines store_token_kv(batch, layer, t) will write (hint_kv_row_store).
+  void hint_token_kv(const ForwardBatch& batch, int layer, int64_t t);
   bool tokens_read_no_new_rows_of_others(const ForwardBatch& batch);
 
   const Model& model_;

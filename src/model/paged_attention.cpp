@@ -1,5 +1,6 @@
 #include "model/paged_attention.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -53,6 +54,24 @@ void store_kv_row(KvStorage& kv, int32_t block, int layer, int offset, const flo
   for (int h = 0; h < L.num_kv_heads; ++h) {
     kv_quantize_row(kt, k + size_t(h) * hd, hd, kd + size_t(h) * kr);
     kv_quantize_row(vt, v + size_t(h) * hd, hd, vd + size_t(h) * vr);
+  }
+}
+
+void hint_kv_row_store(const KvStorage& kv, int32_t block, int layer, int offset) {
+  const KvLayout& L = kv.layout();
+  if (L.tiled) {
+    const KvElem kt = kv_elem_of(L.k_dtype), vt = kv_elem_of(L.v_dtype);
+    for (int h = 0; h < L.num_kv_heads; ++h) {
+      kv_tiled_hint_store(kt, false, kv.k_block(block, layer), L.num_kv_heads, L.head_dim, offset, h);
+      kv_tiled_hint_store(vt, true, kv.v_block(block, layer), L.num_kv_heads, L.head_dim, offset, h);
+    }
+    return;
+  }
+  for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+    const size_t bytes = L.slot_bytes(part);
+    const uint8_t* p = (part == KvPart::kKey ? kv.k_block(block, layer) : kv.v_block(block, layer)) + size_t(offset) * bytes;
+    const uint8_t* line = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63));
+    for (; line < p + bytes; line += 64) prefetch_for_write(line);
   }
 }
 

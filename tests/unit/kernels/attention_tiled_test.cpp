@@ -117,6 +117,42 @@ TEST(KvTiles, RowsRoundTripAtTheDocumentedPlaces) {
     }
 }
 
+// The lines kv_tiled_row_lines names (what kv_tiled_hint_store prefetches) cover every byte a
+// row's store writes, start on line boundaries, and stay inside the slot's tile-head.
+TEST(KvTiles, RowLinesCoverEveryStoredByte) {
+  for (KvElem type : {KvElem::Q8_0, KvElem::Q4_0})
+    for (int hd : {32, 64, 96, 128}) {
+      const int nh = 3, bs = 32;
+      const size_t rb = kv_row_bytes(type, hd), th = kv_tile_head_bytes(type, hd);
+      const std::vector<uint8_t> row(rb, 0xFF);  // every stored byte becomes nonzero
+      std::vector<uint8_t> plane(size_t(bs) * nh * rb);
+      for (int part = 0; part < 2; ++part)
+        for (int s = 0; s < bs; ++s)
+          for (int h = 0; h < nh; ++h) {
+            const std::string where = std::string(name(type)) + " hd " + std::to_string(hd) + " part " +
+                                      std::to_string(part) + " slot " + std::to_string(s) + " head " + std::to_string(h);
+            std::fill(plane.begin(), plane.end(), 0);
+            kv_tiled_store_row(type, part == 1, plane.data(), nh, hd, s, h, row.data());
+            const KvTileRowLines r = kv_tiled_row_lines(type, part == 1, hd, s);
+            ASSERT_EQ(r.codes_begin % 64, 0u) << where;
+            ASSERT_EQ(r.scales_begin % 64, 0u) << where;
+            ASSERT_LE(r.codes_end, r.scales_begin) << where;
+            ASSERT_LE(r.scales_end, th) << where;
+            const size_t tile = kv_tile_offset(type, s / 16, h, nh, hd);
+            size_t written = 0;
+            for (size_t i = 0; i < plane.size(); ++i) {
+              if (plane[i] == 0) continue;
+              ++written;
+              ASSERT_TRUE(i >= tile && i < tile + th) << where << " byte " << i << " outside the tile-head";
+              const size_t o = i - tile;
+              ASSERT_TRUE((o >= r.codes_begin && o < r.codes_end) || (o >= r.scales_begin && o < r.scales_end))
+                  << where << " byte " << o << " of the tile-head not in a hinted line";
+            }
+            ASSERT_EQ(written, rb) << where;
+          }
+    }
+}
+
 // Attention over the tiled copy: the naive softmax of the stored values with the rounded query,
 // within the rounding of the V weights (2^-16 of a tile's largest); on AVX2 the gathered rows give
 // the row layout's result exactly. Every shape of the supported models' heads and more.
