@@ -226,7 +226,10 @@ struct NextHint {
   const NextWeights* next;
   int64_t m;
   const ThreadPool* pool;
-  void operator()(int t) const { hint_next_weights(*next, m, *pool, t); }
+  ThreadPool::WarmSpan operator()(int t) const {
+    const WeightSpan s = next_weights_start(*next, m, *pool, t);
+    return {s.data, s.bytes};
+  }
 };
 
 }  // namespace
@@ -246,7 +249,7 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
   }
   const int64_t unit = row_unit(kernels, w);
   const NextHint next_hint{&next, m, pool};
-  const ThreadPool::ThreadFn hint = std::cref(next_hint);
+  const ThreadPool::AfterFn hint = std::cref(next_hint);
   pool->parallel_for(
       (rows + unit - 1) / unit,
       [&](int64_t u0, int64_t u1, int) {
@@ -279,7 +282,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
   size_t x_stride = 0;
   const uint8_t* xq = prepare_activations(kernels, ws[0], x, m, pool, true, &x_stride);
   const NextHint next_hint{&next, m, pool};
-  const ThreadPool::ThreadFn hint = std::cref(next_hint);
+  const ThreadPool::AfterFn hint = std::cref(next_hint);
   pool->parallel_for(
       first_unit[count],
       [&](int64_t u0, int64_t u1, int) {
@@ -330,13 +333,6 @@ WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPo
             std::min(kNextHintBytes, size_t(w.rows - u * unit) * w.row_bytes)};
   }
   return {};
-}
-
-void hint_next_weights(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread) {
-  const WeightSpan s = next_weights_start(next, m, pool, thread);
-  // Into L2 (prefetcht1), as the GEMMs' own hints; inline asm because GCC may drop a
-  // __builtin_prefetch it deems pure.
-  for (size_t o = 0; o < s.bytes; o += 64) asm volatile("prefetcht1 %0" : : "m"(s.data[o]));
 }
 
 size_t packed_weight_bytes(const KernelTable& kernels, const WeightMatrix& w) {

@@ -80,8 +80,6 @@ struct WeightSpan {
   size_t bytes = 0;
 };
 WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread);
-// Prefetches that span into L2: the hint NextWeights gives, for pool passes outside matmul.
-void hint_next_weights(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread);
 
 // Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
 // Aborts on an id outside [0, w.rows).

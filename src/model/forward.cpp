@@ -239,7 +239,10 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
     int64_t m;
     const ThreadPool* pool;
   } wo{{&L.wo, 1}, T, &pool_};
-  const ThreadPool::ThreadFn hint_wo = [&wo](int t) { hint_next_weights(wo.next, wo.m, *wo.pool, t); };
+  const ThreadPool::AfterFn hint_wo = [&wo](int t) {
+    const WeightSpan s = next_weights_start(wo.next, wo.m, *wo.pool, t);
+    return ThreadPool::WarmSpan{s.data, s.bytes};
+  };
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
   const int64_t nkv = hp.n_head_kv;

@@ -144,9 +144,10 @@ TEST(ThreadPool, AfterRunsOncePerTakingThreadAfterItsRanges) {
         std::mutex mu;
         std::vector<int> ranges_of(size_t(threads), 0), afters_of(size_t(threads), 0);
         bool range_after_after = false;
-        const ThreadPool::ThreadFn after = [&](int t) {
+        const ThreadPool::AfterFn after = [&](int t) {
           std::lock_guard<std::mutex> lock(mu);
           ++afters_of[size_t(t)];
+          return ThreadPool::WarmSpan{};
         };
         pool.parallel_for(
             n,
