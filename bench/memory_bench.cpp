@@ -86,5 +86,85 @@ BENCHMARK(BM_stream_kv_pieces)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Whether the tiled attention kernel's order of reads lets memory overlap its arithmetic. One core
+// reads 256 MiB of the arena (a different stretch each pass) as smollm-135m's q8_0 K/V blocks (16
+// tokens, 3 KV heads: per block a K plane of three 1,088-byte tile-heads, then a V plane), doing
+// `work` vpdpwssd per 64-byte line on what it loads (16 is about the kernel's arithmetic per line
+// in L2: ~6.2 ns per 136-byte (position, KV head) pair, 2.9 ns a line). Orders (arg 1):
+//   0 sequential: every line in address order;
+//   1 the kernel's: per span of 4 blocks, per KV head, its K tile-heads of the 4 blocks, then its V
+//     tile-heads (each span_pass reads one head's tiles of a span);
+//   2 the kernel's, with its hint: each tile-head's lines one span ahead, prefetcht1;
+//   3 per block, per KV head, its K tile-head then its V tile-head (one tile per softmax update).
+// args: {work, order}. Needs AVX-512 VNNI (skipped elsewhere).
+constexpr size_t kTileHead = 1088, kKvPlane = 3 * kTileHead, kKvBlock = 2 * kKvPlane, kKvSpan = 4 * kKvBlock;
+constexpr size_t kOrderReadBytes = size_t(256) << 20;
+
+template <int W>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void line_work(__m512i* acc,
+                                                                                            const uint8_t* p) {
+  const __m512i x = _mm512_load_si512(p), c = _mm512_set1_epi16(3);
+  for (int w = 0; w < W; ++w) acc[w % 8] = _mm512_dpwssd_epi32(acc[w % 8], x, c);
+  if (W == 0) acc[0] = _mm512_add_epi32(acc[0], x);
+}
+
+template <int W>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void tile_head_work(__m512i* acc,
+                                                                                                 const uint8_t* t) {
+  for (size_t o = 0; o < kTileHead; o += 64) line_work<W>(acc, t + o);
+}
+
+template <int W>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void read_in_order(const uint8_t* base, size_t bytes, int order,
+                                                                          __m512i* acc) {
+  if (order == 0) {
+    for (size_t o = 0; o < bytes; o += 64) line_work<W>(acc, base + o);
+  } else if (order == 3) {
+    for (size_t b = 0; b + kKvBlock <= bytes; b += kKvBlock)
+      for (size_t h = 0; h < 3; ++h)
+        for (size_t part = 0; part < 2; ++part) tile_head_work<W>(acc, base + b + part * kKvPlane + h * kTileHead);
+  } else {
+    for (size_t s = 0; s + kKvSpan <= bytes; s += kKvSpan)
+      for (size_t h = 0; h < 3; ++h)
+        for (size_t part = 0; part < 2; ++part)
+          for (size_t b = 0; b < 4; ++b) {
+            const uint8_t* t = base + s + b * kKvBlock + part * kKvPlane + h * kTileHead;
+            if (order == 2 && s + 2 * kKvSpan <= bytes)
+              for (size_t o = 0; o < kTileHead; o += 64) hint_line(t + kKvSpan + o);
+            tile_head_work<W>(acc, t);
+          }
+  }
+}
+
+void BM_stream_access_order(benchmark::State& state) {
+  const int work = int(state.range(0)), order = int(state.range(1));
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("needs AVX-512 VNNI");
+    return;
+  }
+  static Arena arena;
+  if (arena.data() == nullptr) {
+    state.SkipWithError("arena allocation failed");
+    return;
+  }
+  const size_t stretches = kArenaBytes / kOrderReadBytes;
+  size_t pass = 0;
+  alignas(64) __m512i acc[8] = {};
+  for (auto _ : state) {
+    const uint8_t* base = arena.data() + (pass++ % stretches) * kOrderReadBytes;
+    switch (work) {
+      case 0: read_in_order<0>(base, kOrderReadBytes, order, acc); break;
+      case 8: read_in_order<8>(base, kOrderReadBytes, order, acc); break;
+      default: read_in_order<16>(base, kOrderReadBytes, order, acc); break;
+    }
+  }
+  benchmark::DoNotOptimize(acc);
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kOrderReadBytes));
+  static const char* const names[] = {"sequential", "kernel order", "kernel order, hinted", "per block K/V by head"};
+  state.SetLabel(std::string(names[order]) + ", " + std::to_string(work) + " vpdpwssd a line");
+}
+
+BENCHMARK(BM_stream_access_order)->ArgsProduct({{0, 16}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 }  // namespace kvserve
