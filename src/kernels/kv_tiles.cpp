@@ -64,15 +64,16 @@ void kv_tiled_store_row(KvElem type, bool value, uint8_t* plane, int num_kv_head
   }
 }
 
-KvTileRowLines kv_tiled_row_lines(KvElem type, bool value, int head_dim, int slot) {
+KvTileRowSpan kv_tiled_row_span(KvElem type, bool value, int head_dim, int slot) {
   const int s = slot % kKvTile;
   const size_t c = code_bytes(type, head_dim);
   const int groups = head_dim / kKvGroup;
-  KvTileRowLines r;
-  // K: the slot's byte pairs lie in every line of the codes; V: in one run of 2 C bytes per slot pair.
-  r.codes_begin = value ? code_at(true, c, s, 0) & ~size_t(63) : 0;
-  r.codes_end = value ? code_at(true, c, s, c - 1) + 1 : size_t(kKvTile) * c;
-  r.scales_begin = scale_at(c, s, 0) & ~size_t(63);
+  KvTileRowSpan r;
+  // K: the slot's byte pairs lie in every 32 bytes of the codes; V: in one run of 2 C bytes per
+  // slot pair.
+  r.codes_begin = value ? code_at(true, c, s, 0) : code_at(false, c, s, 0);
+  r.codes_end = value ? code_at(true, c, s, c - 1) + 1 : code_at(false, c, s, c - 1) + 1;
+  r.scales_begin = scale_at(c, s, 0);
   r.scales_end = scale_at(c, s, groups - 1) + 2;
   return r;
 }
@@ -80,9 +81,9 @@ KvTileRowLines kv_tiled_row_lines(KvElem type, bool value, int head_dim, int slo
 void kv_tiled_hint_store(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,
                          int head) {
   const uint8_t* t = plane + kv_tile_offset(type, slot / kKvTile, head, num_kv_heads, head_dim);
-  const KvTileRowLines r = kv_tiled_row_lines(type, value, head_dim, slot);
-  for (size_t o = r.codes_begin; o < r.codes_end; o += 64) prefetch_for_write(t + o);
-  for (size_t o = r.scales_begin; o < r.scales_end; o += 64) prefetch_for_write(t + o);
+  const KvTileRowSpan r = kv_tiled_row_span(type, value, head_dim, slot);
+  prefetch_for_write(t + r.codes_begin, t + r.codes_end);
+  prefetch_for_write(t + r.scales_begin, t + r.scales_end);
 }
 
 void kv_tiled_load_row(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,

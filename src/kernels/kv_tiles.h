@@ -29,13 +29,17 @@ namespace kvserve {
 
 constexpr int kKvTile = 16;  // slots per tile
 
-// PREFETCHW (a hint-NOP on x86 CPUs without it): the line fetched ready for our stores.
-inline void prefetch_for_write(const void* p) {
+// PREFETCHW (a hint-NOP on x86 CPUs without it) of every cache line of [begin, end): the lines
+// fetched ready for our stores.
+inline void prefetch_for_write(const void* begin, const void* end) {
+  const auto* p = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(begin) & ~uintptr_t(63));
+  for (; p < static_cast<const char*>(end); p += 64) {
 #if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+    asm volatile("prefetchw %0" : : "m"(*p));
 #else
-  __builtin_prefetch(p, 1, 3);
+    __builtin_prefetch(p, 1, 3);
 #endif
+  }
 }
 // The head dim of the AVX-512 tiled attention kernel (attention_tiled_avx512.cpp); other head
 // dims read tiled planes through gathered rows.
@@ -56,14 +60,14 @@ inline size_t kv_tile_offset(KvElem type, int tile, int head, int num_kv_heads, 
 // (value = false) or V (value = true) plane.
 void kv_tiled_store_row(KvElem type, bool value, uint8_t* plane, int num_kv_heads, int head_dim, int slot, int head,
                         const uint8_t* row);
-// The byte ranges of a tile-head that hold (slot)'s row, widened to whole 64-byte lines from their
-// start: codes [codes_begin, codes_end) and scales [scales_begin, scales_end).
-struct KvTileRowLines {
+// The byte ranges of a tile-head (offsets from its start) between which (slot)'s row lies: codes
+// in [codes_begin, codes_end), scales in [scales_begin, scales_end).
+struct KvTileRowSpan {
   size_t codes_begin, codes_end, scales_begin, scales_end;
 };
-KvTileRowLines kv_tiled_row_lines(KvElem type, bool value, int head_dim, int slot);
-// Hints every cache line kv_tiled_store_row(type, value, plane, ..., slot, head, row) writes (the
-// lines of kv_tiled_row_lines), for writing: a decode step's new row goes into its sequence's
+KvTileRowSpan kv_tiled_row_span(KvElem type, bool value, int head_dim, int slot);
+// Hints every cache line kv_tiled_store_row(type, value, plane, ..., slot, head, row) writes (those
+// kv_tiled_row_span's ranges touch), for writing: a decode step's new row goes into its sequence's
 // newest tile, which the weights streamed since its last visit have pushed out of the caches.
 void kv_tiled_hint_store(KvElem type, bool value, const uint8_t* plane, int num_kv_heads, int head_dim, int slot,
                          int head);

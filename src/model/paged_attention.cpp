@@ -1,6 +1,5 @@
 #include "model/paged_attention.h"
 
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,8 +69,7 @@ void hint_kv_row_store(const KvStorage& kv, int32_t block, int layer, int offset
   for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
     const size_t bytes = L.slot_bytes(part);
     const uint8_t* p = (part == KvPart::kKey ? kv.k_block(block, layer) : kv.v_block(block, layer)) + size_t(offset) * bytes;
-    const uint8_t* line = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63));
-    for (; line < p + bytes; line += 64) prefetch_for_write(line);
+    prefetch_for_write(p, p + bytes);
   }
 }
 

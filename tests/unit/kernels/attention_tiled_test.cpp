@@ -117,9 +117,9 @@ TEST(KvTiles, RowsRoundTripAtTheDocumentedPlaces) {
     }
 }
 
-// The lines kv_tiled_row_lines names (what kv_tiled_hint_store prefetches) cover every byte a
-// row's store writes, start on line boundaries, and stay inside the slot's tile-head.
-TEST(KvTiles, RowLinesCoverEveryStoredByte) {
+// kv_tiled_row_span's ranges (whose lines kv_tiled_hint_store prefetches) hold every byte a row's
+// store writes, and lie inside the slot's tile-head.
+TEST(KvTiles, RowSpanHoldsEveryStoredByte) {
   for (KvElem type : {KvElem::Q8_0, KvElem::Q4_0})
     for (int hd : {32, 64, 96, 128}) {
       const int nh = 3, bs = 32;
@@ -133,10 +133,10 @@ TEST(KvTiles, RowLinesCoverEveryStoredByte) {
                                       std::to_string(part) + " slot " + std::to_string(s) + " head " + std::to_string(h);
             std::fill(plane.begin(), plane.end(), 0);
             kv_tiled_store_row(type, part == 1, plane.data(), nh, hd, s, h, row.data());
-            const KvTileRowLines r = kv_tiled_row_lines(type, part == 1, hd, s);
-            ASSERT_EQ(r.codes_begin % 64, 0u) << where;
-            ASSERT_EQ(r.scales_begin % 64, 0u) << where;
+            const KvTileRowSpan r = kv_tiled_row_span(type, part == 1, hd, s);
+            ASSERT_LT(r.codes_begin, r.codes_end) << where;
             ASSERT_LE(r.codes_end, r.scales_begin) << where;
+            ASSERT_LT(r.scales_begin, r.scales_end) << where;
             ASSERT_LE(r.scales_end, th) << where;
             const size_t tile = kv_tile_offset(type, s / 16, h, nh, hd);
             size_t written = 0;
@@ -146,7 +146,7 @@ TEST(KvTiles, RowLinesCoverEveryStoredByte) {
               ASSERT_TRUE(i >= tile && i < tile + th) << where << " byte " << i << " outside the tile-head";
               const size_t o = i - tile;
               ASSERT_TRUE((o >= r.codes_begin && o < r.codes_end) || (o >= r.scales_begin && o < r.scales_end))
-                  << where << " byte " << o << " of the tile-head not in a hinted line";
+                  << where << " byte " << o << " of the tile-head outside the row's span";
             }
             ASSERT_EQ(written, rb) << where;
           }
