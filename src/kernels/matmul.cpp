@@ -220,18 +220,6 @@ int64_t claim_grain(const KernelTable& kernels, const WeightMatrix& w, int64_t m
   return std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
 }
 
-// The `after` of a matmul's pool pass, held by reference (std::cref) so that the std::function
-// wrapping it never allocates.
-struct NextHint {
-  const NextWeights* next;
-  int64_t m;
-  const ThreadPool* pool;
-  ThreadPool::WarmSpan operator()(int t) const {
-    const WeightSpan s = next_weights_start(*next, m, *pool, t);
-    return {s.data, s.bytes};
-  }
-};
-
 }  // namespace
 
 void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, const float* x, int64_t m,
@@ -248,7 +236,7 @@ void matmul_with_kernels(const KernelTable& kernels, const WeightMatrix& w, cons
     return;
   }
   const int64_t unit = row_unit(kernels, w);
-  const NextHint next_hint{&next, m, pool};
+  const NextWeightsHint next_hint{next, m, pool};
   const ThreadPool::AfterFn hint = std::cref(next_hint);
   pool->parallel_for(
       (rows + unit - 1) / unit,
@@ -281,7 +269,7 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
   }
   size_t x_stride = 0;
   const uint8_t* xq = prepare_activations(kernels, ws[0], x, m, pool, true, &x_stride);
-  const NextHint next_hint{&next, m, pool};
+  const NextWeightsHint next_hint{next, m, pool};
   const ThreadPool::AfterFn hint = std::cref(next_hint);
   pool->parallel_for(
       first_unit[count],
@@ -333,6 +321,11 @@ WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPo
             std::min(kNextHintBytes, size_t(w.rows - u * unit) * w.row_bytes)};
   }
   return {};
+}
+
+ThreadPool::WarmSpan NextWeightsHint::operator()(int thread) const {
+  const WeightSpan s = next_weights_start(next, m, *pool, thread);
+  return {s.data, s.bytes};
 }
 
 size_t packed_weight_bytes(const KernelTable& kernels, const WeightMatrix& w) {

@@ -9,10 +9,10 @@
 #include <cstdint>
 
 #include "gguf/types.h"
+#include "util/thread_pool.h"
 
 namespace kvserve {
 
-class ThreadPool;
 struct KernelTable;
 struct WeightMatrix;
 
@@ -80,6 +80,15 @@ struct WeightSpan {
   size_t bytes = 0;
 };
 WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPool& pool, int thread);
+// That span as a pool pass's `after` (ThreadPool::parallel_for warms it once the thread's share is
+// done), for matmul's passes and the others before one (attention before wo). Held by reference
+// (std::cref) the std::function wrapping it never allocates.
+struct NextWeightsHint {
+  NextWeights next;
+  int64_t m;
+  const ThreadPool* pool;
+  ThreadPool::WarmSpan operator()(int thread) const;
+};
 
 // Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
 // Aborts on an id outside [0, w.rows).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "model/paged_attention.h"
@@ -232,17 +233,9 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const LayerWeights& L) {
   const ModelHparams& hp = model_.hparams();
   const int64_t T = int64_t(batch.tokens.size());
-  // Each thread done with its attention share warms the start of its share of wo (one pointer
-  // captured: no allocation for the std::function).
-  const struct {
-    NextWeights next;
-    int64_t m;
-    const ThreadPool* pool;
-  } wo{{&L.wo, 1}, T, &pool_};
-  const ThreadPool::AfterFn hint_wo = [&wo](int t) {
-    const WeightSpan s = next_weights_start(wo.next, wo.m, *wo.pool, t);
-    return ThreadPool::WarmSpan{s.data, s.bytes};
-  };
+  // Each thread done with its attention share warms the start of its share of wo.
+  const NextWeightsHint wo{{&L.wo, 1}, T, &pool_};
+  const ThreadPool::AfterFn hint_wo = std::cref(wo);
   const float scale = 1.0f / std::sqrt(float(hp.head_dim));
   const int group = hp.n_head / hp.n_head_kv;
   const int64_t nkv = hp.n_head_kv;
