@@ -5,7 +5,7 @@ MODEL ?= ../shared/models/stories260K.gguf
 PRESET ?= release
 BUILD_DIR := $(if $(filter release,$(PRESET)),build,build-$(PRESET))
 
-.PHONY: all deps configure build test run story bench asan clean
+.PHONY: all deps configure build test run story bench asan tsan clean
 
 all: build
 
@@ -39,5 +39,9 @@ bench: build
 asan:
 	@$(MAKE) test PRESET=asan
 
+# ThreadSanitizer build + tests (races between the engine, HTTP and pool threads; tests/tsan.supp).
+tsan:
+	@$(MAKE) test PRESET=tsan
+
 clean:
-	rm -rf build build-debug build-asan
+	rm -rf build build-debug build-asan build-tsan
