@@ -56,7 +56,21 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     reply_error(res, 500, "internal error", "server_error");
   });
-  // Responses httplib produces itself (404, 405, 413 over the payload limit) get a JSON body.
+  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, section
+  // 6.3), but the cpp-httplib Debian ships (0.11) reads such a POST, PUT, PATCH or DELETE until the
+  // client closes or the read timeout passes, then answers 400: `curl -X POST .../cache/flush`
+  // hung 30 s and failed. The pre-routing handler runs before that read and states the empty body.
+  // (The Request is a non-const local of httplib's request loop; the cast only adds a header that
+  // nothing has read yet.)
+  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    const bool may_have_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                               req.method == "DELETE";
+    if (may_have_body && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Responses httplib produces itself (400 for a malformed request, 404, 405, 413 over the
+  // payload limit) get a JSON body.
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
@@ -66,7 +80,8 @@ void configure_http(httplib::Server& svr, ServerState& st) {
     } else if (res.status == 404) {
       reply_error(res, 404, "no such route", "invalid_request_error", "not_found");
     } else {
-      reply_error(res, res.status, "request failed", "invalid_request_error");
+      reply_error(res, res.status, res.status == 400 ? "malformed HTTP request" : "request failed",
+                  "invalid_request_error");
     }
     return httplib::Server::HandlerResponse::Handled;
   }));

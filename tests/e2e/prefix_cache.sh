@@ -78,6 +78,10 @@ check "pin covers whole blocks" test "$PINNED" -ge 16 -a $((PINNED % 16)) = 0
 curl -s -o "$TMP/stats" "$URL/cache/stats"
 check "stats count the pinned blocks" test "$(jget "$TMP/stats" 'j["blocks"]["pinned"]')" = $((PINNED / 16))
 check "POST /cache/flush" test "$(post /cache/flush '{}')" = 200
+# As documented (curl -X POST .../cache/flush): no body, no Content-Length, answered at once.
+check "POST /cache/flush without a body" \
+  test "$(curl -s --max-time 10 -o "$TMP/body" -w '%{http_code}' -X POST "$URL/cache/flush")" = 200
+check "... says how many blocks it dropped" test "$(jget "$TMP/body" 'j["flushed_blocks"]')" = 0
 curl -s -o "$TMP/stats" "$URL/cache/stats"
 check "flush drops cached blocks but not pinned ones" \
   test "$(jget "$TMP/stats" 'j["blocks"]["cached"] == 0 and j["blocks"]["pinned"] > 0')" = True

@@ -81,6 +81,11 @@ check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " +
 # --- errors ------------------------------------------------------------------------------
 check "malformed JSON is 400" test "$(post /generate '{"prompt":')" = 400
 check "error body is OpenAI-shaped" test -n "$(jget "$TMP/body" 'j["error"]["message"] + j["error"]["type"]')"
+# A POST without Content-Length or Transfer-Encoding (curl -X POST, no -d) has an empty body
+# (RFC 9112, 6.3): a 400 about the JSON at once, not a bare 400 after the 30 s read timeout.
+code=$(curl -s --max-time 10 -o "$TMP/body" -w '%{http_code}' -X POST "$URL/v1/completions")
+check "a body-less POST is 400 within 10 s" test "$code" = 400
+check "... naming the JSON body" grep -q "malformed JSON" "$TMP/body"
 check "negative max_tokens is 400" test "$(post /generate '{"prompt":"x","max_tokens":-1}')" = 400
 check "400 names max_tokens" grep -q max_tokens "$TMP/body"
 check "wrong type is 400" test "$(post /v1/completions '{"prompt":"x","temperature":"hot"}')" = 400
