@@ -56,21 +56,32 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     reply_error(res, 500, "internal error", "server_error");
   });
-  // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, section
-  // 6.3), but the cpp-httplib Debian ships (0.11) reads such a POST, PUT, PATCH or DELETE until the
-  // client closes or the read timeout passes, then answers 400: `curl -X POST .../cache/flush`
-  // hung 30 s and failed. The pre-routing handler runs before that read and states the empty body.
-  // (The Request is a non-const local of httplib's request loop; the cast only adds a header that
-  // nothing has read yet.)
+  // Two fixes to how the cpp-httplib Debian ships (0.11) reads a request body, made in the
+  // pre-routing handler, which runs before that read. (The Request is a non-const local of
+  // httplib's request loop; the cast only edits headers that nothing has read yet.)
+  // - A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, section
+  //   6.3), but httplib reads such a POST, PUT, PATCH or DELETE until the client closes or the
+  //   read timeout passes, then answers 400: `curl -X POST .../cache/flush` hung 30 s and failed.
+  //   The empty body is stated.
+  // - httplib parses an application/x-www-form-urlencoded body as a form and answers 413 when it
+  //   is over 8 KiB (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, compiled into the library),
+  //   and that is the Content-Type `curl -d` sends: a prompt of ~2,000 tokens posted the way the
+  //   README does got 413. Every body here is JSON whatever its Content-Type says (docs/api.md).
   svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
     const bool may_have_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
                                req.method == "DELETE";
-    if (may_have_body && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
-      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+    if (!may_have_body) return httplib::Server::HandlerResponse::Unhandled;
+    auto& headers = const_cast<httplib::Request&>(req).headers;
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+      headers.emplace("Content-Length", "0");
+    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      headers.erase("Content-Type");
+      headers.emplace("Content-Type", "application/json");
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  // Responses httplib produces itself (400 for a malformed request, 404, 405, 413 over the
-  // payload limit) get a JSON body.
+  // Responses httplib produces itself (400 for a malformed request, 404, 413 over the payload
+  // limit, 414 for a URI over 8 KiB) get a JSON body.
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
@@ -80,8 +91,10 @@ void configure_http(httplib::Server& svr, ServerState& st) {
     } else if (res.status == 404) {
       reply_error(res, 404, "no such route", "invalid_request_error", "not_found");
     } else {
-      reply_error(res, res.status, res.status == 400 ? "malformed HTTP request" : "request failed",
-                  "invalid_request_error");
+      const char* what = res.status == 400 ? "malformed HTTP request"
+                         : res.status == 414 ? "request URI too long"
+                                             : "request failed";
+      reply_error(res, res.status, what, "invalid_request_error");
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
