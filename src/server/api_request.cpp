@@ -140,6 +140,30 @@ Status get_messages(const json& j, ApiRequest* r) {
   return Status::ok_status();
 }
 
+// OpenAI fields that change what a response must be and that kvserve cannot honour: a request
+// that sets one to anything but its neutral value is refused (400 naming it) rather than answered
+// as if it had not (a caller asking for JSON output or a tool call would otherwise get free text).
+// Neutral values, which client libraries send by default, pass: null, "text" formats, empty
+// tool lists and biases, "none"/"auto" tool choices without tools, echo false, best_of 1.
+Status reject_unhonoured(const json& j) {
+  const auto given = [&](const char* f) { return j.contains(f) && !j[f].is_null(); };
+  if (given("response_format")) {
+    const json& rf = j["response_format"];
+    if (!rf.is_object() || rf.value("type", json()) != "text")
+      return field_error("response_format", "only {\"type\": \"text\"} is supported (no constrained decoding)");
+  }
+  for (const char* f : {"tools", "functions"})
+    if (given(f) && !(j[f].is_array() && j[f].empty())) return field_error(f, "function calling is not supported");
+  for (const char* f : {"tool_choice", "function_call"})
+    if (given(f) && j[f] != "none" && j[f] != "auto") return field_error(f, "function calling is not supported");
+  if (given("logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
+    return field_error("logit_bias", "not supported");
+  if (given("echo") && j["echo"] != false) return field_error("echo", "not supported (only false)");
+  if (given("suffix") && j["suffix"] != "") return field_error("suffix", "not supported (insertion)");
+  if (given("best_of") && j["best_of"] != 1) return field_error("best_of", "only 1 is supported");
+  return Status::ok_status();
+}
+
 Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   if (!j.is_object()) return invalid_argument("body: expected a JSON object");
   if (r->route == Route::kChat) {
@@ -186,6 +210,7 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   KVS_RETURN_IF_ERROR(get_string(j, "cache_salt", &r->cache_salt));
   int64_t n = 1;
   KVS_RETURN_IF_ERROR(get_int(j, "n", 1, 1, &n));
+  KVS_RETURN_IF_ERROR(reject_unhonoured(j));
   if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
     if (!so->is_object()) return field_error("stream_options", "expected an object");
     Status st = get_bool(*so, "include_usage", &r->include_usage);

@@ -139,6 +139,37 @@ TEST(ApiRequest, EveryRejectionNamesTheField) {
   }
 }
 
+TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
+  // Neutral values, as client libraries send them by default, pass on every route.
+  for (Route route : {Route::kGenerate, Route::kCompletion, Route::kChat}) {
+    const std::string head = route == Route::kChat ? R"({"messages":[{"role":"user","content":"x"}])" : R"({"prompt":"x")";
+    for (const char* neutral : {R"("response_format":{"type":"text"})", R"("response_format":null)", R"("tools":[])",
+                                R"("tool_choice":"none")", R"("tool_choice":"auto")", R"("logit_bias":{})",
+                                R"("echo":false)", R"("suffix":"")", R"("best_of":1)", R"("functions":null)"}) {
+      auto r = parse(head + "," + neutral + "}", route);
+      EXPECT_TRUE(r.ok()) << neutral << ": " << r.status().message();
+    }
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {R"("response_format":{"type":"json_object"})", "response_format"},
+      {R"("response_format":"json")", "response_format"},
+      {R"("tools":[{"type":"function","function":{"name":"f"}}])", "tools"},
+      {R"("functions":[{"name":"f"}])", "functions"},
+      {R"("tool_choice":"required")", "tool_choice"},
+      {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
+      {R"("function_call":{"name":"f"})", "function_call"},
+      {R"("logit_bias":{"50256":-100})", "logit_bias"},
+      {R"("echo":true)", "echo"},
+      {R"("suffix":"end")", "suffix"},
+      {R"("best_of":3)", "best_of"},
+  };
+  for (const auto& [field, name] : refused) {
+    auto r = parse(std::string(R"({"prompt":"x",)") + field + "}", Route::kCompletion);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().message().rfind(name, 0), 0u) << r.status().message();
+  }
+}
+
 TEST(ApiRequest, ResolveMaxTokensAgainstTheContext) {
   auto r = parse(R"({"prompt":"x","max_tokens":100})");
   ASSERT_TRUE(r.ok());
