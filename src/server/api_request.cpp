@@ -118,7 +118,7 @@ Status get_messages(const json& j, ApiRequest* r) {
     std::string rs = role->get<std::string>();
     if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
     if (rs != "system" && rs != "user" && rs != "assistant")
-      return field_error(at + ".role", "must be system, user or assistant, got '" + rs + "'");
+      return field_error(at + ".role", "must be system, developer, user or assistant, got '" + rs + "'");
     ChatMessage msg{rs, ""};
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
