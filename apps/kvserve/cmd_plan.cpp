@@ -10,6 +10,7 @@
 #include "gguf/gguf_file.h"
 #include "model/hparams.h"
 #include "plan_check.h"
+#include "util/memory_info.h"
 #include "util/units.h"
 
 namespace kvserve::cli {
@@ -160,9 +161,9 @@ Runner add_plan(CLI::App& app) {
     in.batch = o->batch;
     in.weight_bytes = shape.weight_bytes;
 
-    // Available memory: given, else physical RAM. The budget: --memory, a fraction of the
+    // Available memory: given, else physical RAM (or the cgroup limit when lower). The budget: --memory, a fraction of the
     // available memory, or (neither) exactly what the batch / one sequence needs.
-    in.available_bytes = physical_memory_bytes();
+    in.available_bytes = memory_limit_bytes();
     if (!o->available.empty()) {
       auto a = parse_bytes(o->available);
       if (!a.ok() || *a == 0) return fail("--available: expected a size such as 16GiB", 2);

@@ -9,6 +9,7 @@
 
 #include "kernels/vec_dot.h"
 #include "model/paged_attention.h"
+#include "util/memory_info.h"
 #include "util/units.h"
 
 namespace kvserve {
@@ -124,7 +125,7 @@ Expected<std::unique_ptr<Benchmark>> Benchmark::create(const BenchOptions& opts)
   if (blocks > INT32_MAX) return out_of_memory("the benchmark needs more KV blocks than block ids exist");
   // The arena is zero-filled up front: past the machine's memory that would end in the OOM killer,
   // not in an error, so refuse what could not leave room for the weights and the probe's buffer.
-  const uint64_t ram = physical_memory_bytes();
+  const uint64_t ram = memory_limit_bytes();
   const double kv_bytes = double(blocks) * double(layout.block_bytes());
   if (ram > 0 && kv_bytes > 0.5 * double(ram))
     return out_of_memory("the benchmark's KV cache (every --batch size's sequences of --prompt + --gen tokens at once) "

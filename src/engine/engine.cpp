@@ -5,8 +5,10 @@
 #include <future>
 
 #include "engine/context_policy.h"
+#include "engine/kv_arena_size.h"
 #include "model/paged_attention.h"
 #include "util/log.h"
+#include "util/memory_info.h"
 
 namespace kvserve {
 namespace {
@@ -98,25 +100,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   layout.v_dtype = v_dtype;
   layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
-  int64_t ctx = config.ctx > 0 ? config.ctx : hp.n_ctx_train;
-  int32_t num_blocks = 0;
-  if (!config.kv_memory.empty()) {
-    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_memory(layout, config.kv_memory));
-    // A sequence can never hold more than the arena, so the budget caps the context. This
-    // also guarantees the scheduler's progress: the longest sequence fits in the whole pool.
-    ctx = std::min<int64_t>(ctx, int64_t(num_blocks) * layout.block_size);
-    if (ctx <= 0)
-      return out_of_memory("kv_memory " + config.kv_memory + " holds no KV block of " +
-                           std::to_string(layout.block_bytes()) + " bytes");
-  } else {
-    // Enough for one sequence of the full context; concurrent ones share it and are
-    // preempted (recomputed later) when it runs out.
-    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
-  }
+  KVS_ASSIGN_OR_RETURN(const KvArenaSize arena,
+                       size_kv_arena(layout, config.ctx > 0 ? config.ctx : hp.n_ctx_train, config.kv_memory,
+                                     available_memory_bytes()));
+  const int64_t ctx = arena.ctx;
   KVS_ASSIGN_OR_RETURN(const ContextOverflow overflow, parse_context_overflow(config.context_overflow));
   KVS_ASSIGN_OR_RETURN(const ContextPlan plan, plan_context(overflow, config.attention_window, hp.sliding_window, ctx,
                                                             config.n_keep, layout.block_size));
-  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
+  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, arena.num_blocks));
   auto impl = std::make_unique<Impl>(config, std::move(model), std::move(tok), std::move(kv), ctx, overflow, plan);
   Impl* p = impl.get();
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/kv_arena_size.h"
 #include "engine/stop_matcher.h"
 #include "model/kv_shift.h"
 #include "model/paged_attention.h"
+#include "util/memory_info.h"
 
 namespace kvserve {
 namespace {
@@ -34,24 +36,12 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
   layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
-  int64_t ctx = opts.ctx > 0 ? opts.ctx : hp.n_ctx_train;
-  int32_t num_blocks = 0;
-  if (!opts.kv_memory.empty()) {
-    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_memory(layout, opts.kv_memory));
-    int64_t need = (ctx + layout.block_size - 1) / layout.block_size;
-    if (num_blocks < need) {
-      // The budget caps the context: a sequence can never hold more than the arena.
-      ctx = int64_t(num_blocks) * layout.block_size;
-      if (ctx <= 0)
-        return out_of_memory("--kv-memory " + opts.kv_memory + " holds no KV block of " +
-                             std::to_string(layout.block_bytes()) + " bytes");
-    }
-  } else {
-    KVS_ASSIGN_OR_RETURN(num_blocks, num_blocks_for_tokens(layout, ctx));
-  }
+  KVS_ASSIGN_OR_RETURN(const KvArenaSize arena, size_kv_arena(layout, opts.ctx > 0 ? opts.ctx : hp.n_ctx_train,
+                                                              opts.kv_memory, available_memory_bytes()));
+  const int64_t ctx = arena.ctx;
   KVS_ASSIGN_OR_RETURN(const ContextPlan plan, plan_context(opts.context_overflow, opts.attention_window,
                                                             hp.sliding_window, ctx, opts.n_keep, layout.block_size));
-  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
+  KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, arena.num_blocks));
   return std::unique_ptr<Generator>(
       new Generator(std::move(model), std::move(tok), std::move(kv), ctx, plan, opts));
 }

@@ -1,5 +1,7 @@
 #include "util/units.h"
 
+#include "util/memory_info.h"
+
 #include <unistd.h>
 
 #include <cctype>
@@ -43,7 +45,7 @@ Expected<uint64_t> parse_memory_budget(const std::string& text) {
   double v = std::strtod(text.c_str(), &end);
   bool plain_number = end != text.c_str() && *end == '\0';
   if (plain_number && v > 0 && v <= 1.0 && text.find('.') != std::string::npos)
-    return uint64_t(v * double(physical_memory_bytes()));
+    return uint64_t(v * double(memory_limit_bytes()));
   return parse_bytes(text);
 }
 

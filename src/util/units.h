@@ -12,7 +12,8 @@ namespace kvserve {
 // powers of 1024; SI with "B" (KB/MB/GB/TB) are powers of 1000.
 Expected<uint64_t> parse_bytes(const std::string& text);
 
-// A memory budget: either bytes as above, or a fraction in (0, 1] of physical RAM ("0.6").
+// A memory budget: either bytes as above, or a fraction in (0, 1] of physical RAM, or of the
+// cgroup's memory limit when that is lower (util/memory_info.h) ("0.6").
 Expected<uint64_t> parse_memory_budget(const std::string& text);
 
 uint64_t physical_memory_bytes();

@@ -20,4 +20,11 @@ expect_error "bad kv type" "kv-type" "$KVSERVE" generate -m "$STORIES" -p hi --k
 expect_error "prompt over context" "context" "$KVSERVE" generate -m "$STORIES" -p "Once upon a time there was a girl who liked to play" --ctx 8
 expect_error "negative -n" "-n" "$KVSERVE" generate -m "$STORIES" -p hi -n -5
 expect_error "bad kv memory" "byte" "$KVSERVE" generate -m "$STORIES" -p hi --kv-memory lots
+# A KV arena is zero-filled up front: one past the memory left is refused with what to change,
+# rather than ending in the OOM killer (or a bare allocation failure) mid-start.
+expect_error "a context whose KV cache exceeds the memory names the largest that fits" "set --ctx to at most [0-9]" \
+  "$KVSERVE" generate -m "$STORIES" -p hi --ctx 1000000000
+expect_error "a KV budget past the memory" "kv-memory 100TB.*memory available" "$KVSERVE" generate -m "$STORIES" -p hi --kv-memory 100TB
+expect_error "serve refuses a KV budget past the memory" "kv-memory 100TB.*memory available" \
+  "$KVSERVE" serve -m "$STORIES" --port 0 --kv-memory 100TB
 finish
