@@ -57,6 +57,8 @@ bool single_stream_hints() {
   return !(cpu.amd && cpu.family == 0x19);
 }
 
+bool paired_single_row_hints() { return !cpu_model().amd; }
+
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::kScalar:

@@ -37,20 +37,22 @@ constexpr int kMaxTileCols = 8;                         // activation rows per r
 
 // Decode streams every weight byte from memory once. The kernels hint the stream kWeightHintBytes
 // ahead (packed_layout.h; on the Zen 5 VM, batch-8 decode at context 128 went from ~820 tok/s
-// without a hint to ~1,150 with one), except paired Q8_0 with one activation row: that is one
-// sequential stream read at full speed, which the hardware prefetchers follow better on their
-// own: on the Zen 4 VM paired Q8_0 with hints decoded smollm-135m batch 1 no faster than split
-// Q8_0 (median ratio 0.99 of 20 alternations), without them 9-23% faster; on the Zen 5 VM hints
-// there measured 0.94 (6 alternations), so unlike Q4_K and the float passes (single_stream_hints)
-// this holds on both. Batch 8 without hints lost ~9%, so from two rows up the kernel hints as before.
-template <typename F, int NC>
-constexpr size_t kHintAhead = F::kPaired && NC == 1 ? 0 : kWeightHintBytes;
+// without a hint to ~1,150 with one), except paired Q8_0 with one activation row where
+// paired_single_row_hints() says no: that is one sequential stream read at full speed, which on
+// AMD the hardware prefetchers follow better on their own (the Zen 4 VM: paired Q8_0 with hints
+// decoded smollm-135m batch 1 no faster than split Q8_0, median ratio 0.99 of 20 alternations,
+// without them 9-23% faster; the Zen 5 VM: hints 0.94, 6 alternations). On an Intel Xeon VM
+// (2026-12-06) the same stream without hints reached ~200 tok/s and ~300 with them (three
+// alternations of `kvserve bench --prompt 16 --gen 128 --batch 1 --kv-type f16`). Batch 8
+// without hints lost ~9% on Zen 5, so from two rows up the kernel hints everywhere.
+template <typename F, int NC, bool kSingleRowHints>
+constexpr size_t kHintAhead = F::kPaired && NC == 1 && !kSingleRowHints ? 0 : kWeightHintBytes;
 
 // One group of 16 weight rows (w) times NC activation rows: y[k * ys + r]. Each block's integer
 // sum starts at -kBias * (sum of the activation codes), which undoes the weight codes' bias. With
 // one or two activation rows (decode) the 8 vpdpbusd of a block are split over two integer
 // chains per row so that the chain latency does not bound a memory-streaming loop (exact).
-template <typename F, int NC>
+template <typename F, int NC, bool kSingleRowHints>
 void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_t ys) {
   constexpr int kChains = NC <= 2 ? 2 : 1;
   using L = GroupLayout<F>;
@@ -62,7 +64,7 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
       s[0][k] = _mm512_set1_epi32(-F::kBias * a[k].sum[b]);
       if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
     }
-    L::template hint<kHintAhead<F, NC>>(w, nb, b);
+    L::template hint<kHintAhead<F, NC, kSingleRowHints>>(w, nb, b);
     __m512i v[8];
     unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
     for (int j = 0; j < 8; ++j)
@@ -78,23 +80,25 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
 
-template <typename F, int NC>
+template <typename F, int NC, bool kSingleRowHints>
 void groups(int64_t nb, const uint8_t* w, size_t gb, int64_t ng, const Q8ActRow* a, float* y, size_t ys) {
-  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
+  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC, kSingleRowHints>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
 }
 
-template <typename F>
+template <typename F, bool kSingleRowHints = true>
 void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
           size_t ys) {
   for_each_q8_tile<kMaxTileCols>(cols, x, xs, nx, y, ys, [&](auto width, const Q8ActRow* a, float* yk) {
-    groups<F, decltype(width)::value>(cols / kQK, static_cast<const uint8_t*>(w), gb, ng, a, yk, ys);
+    groups<F, decltype(width)::value, kSingleRowHints>(cols / kQK, static_cast<const uint8_t*>(w), gb, ng, a, yk, ys);
   });
 }
 
 }  // namespace
 
 void fill_avx512_packed_kernels(KernelTable* t) {
-  t->packed[int(GgmlType::Q8_0)] = legacy_packed_kernels<PackQ8_0, gemm<PackQ8_0>>();
+  t->packed[int(GgmlType::Q8_0)] = paired_single_row_hints()
+                                       ? legacy_packed_kernels<PackQ8_0, gemm<PackQ8_0, true>>()
+                                       : legacy_packed_kernels<PackQ8_0, gemm<PackQ8_0, false>>();
   t->packed[int(GgmlType::Q4_0)] = legacy_packed_kernels<PackQ4_0, gemm<PackQ4_0>>();
   t->packed[int(GgmlType::Q5_0)] = legacy_packed_kernels<PackQ5_0, gemm<PackQ5_0>>();
 }

@@ -116,9 +116,13 @@ CpuModel cpu_model();
 // Whether the AVX-512 single-row passes that read their weights as one sequential stream (Q4_K,
 // F16/BF16/F32) hint them ahead on this CPU. No on AMD family 0x19 (the Zen 4 VM: the hardware
 // prefetchers alone were 19-28% faster), yes elsewhere (the Zen 5 VM, family 0x1A: hints 15-35%
-// faster; other CPUs untested, so they hint as every other pass does). Paired Q8_0 reads without
-// hints on both (gemm_packed_avx512.cpp).
+// faster; other CPUs untested, so they hint as every other pass does). Paired Q8_0 has its own
+// rule, below.
 bool single_stream_hints();
+// Whether paired Q8_0's single-row pass (batch-1 decode) hints its weights ahead. No on AMD (the
+// Zen 4 and Zen 5 VMs: the hardware prefetchers alone were 6-23% faster), yes elsewhere (an Intel
+// Xeon VM with AMX, 2026-12-06: smollm-135m Q8_0 batch 1 ~1.5x faster with them).
+bool paired_single_row_hints();
 const KernelTable& kernel_table(Isa isa);
 // The table for the best instruction set of this CPU, chosen once (cpuid) on first use.
 const KernelTable& active_kernels();
