@@ -45,7 +45,11 @@ Runner add_generate(CLI::App& app) {
       std::fprintf(stderr, "error: --top-p must be in (0, 1] and --min-p in [0, 1]\n");
       return 2;
     }
-    auto gen = make_generator(o->engine);
+    // No tokenizer yields more tokens than the text has bytes, plus BOS, a leading-space piece
+    // and EOS: with -n that bounds what the run holds, so the KV arena need not span the whole
+    // context (make_generator, GeneratorOptions::max_tokens_held).
+    const int64_t most_tokens = int64_t(o->prompt.size()) + 3 + int64_t(o->sp.max_tokens);
+    auto gen = make_generator(o->engine, most_tokens);
     if (!gen) return 1;
     const Tokenizer& tok = gen->tokenizer();
     std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos, false);

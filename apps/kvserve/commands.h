@@ -44,7 +44,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch);
 // --context-overflow, --n-keep and --attention-window (generate, perplexity, logits).
 void add_context_flags(CLI::App* cmd, EngineFlags* f);
 // Builds the generator; prints the error and returns nullptr on failure.
-std::unique_ptr<Generator> make_generator(const EngineFlags& f);
+// max_tokens_held > 0: the most tokens the run can hold at once (GeneratorOptions).
+std::unique_ptr<Generator> make_generator(const EngineFlags& f, int64_t max_tokens_held = 0);
 
 // "1,2,3" -> ids; false on a malformed list.
 bool parse_token_list(const std::string& text, std::vector<int32_t>* out);

@@ -52,7 +52,7 @@ void add_context_flags(CLI::App* cmd, EngineFlags* f) {
       ->capture_default_str();
 }
 
-std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
+std::unique_ptr<Generator> make_generator(const EngineFlags& f, int64_t max_tokens_held) {
   GeneratorOptions o;
   o.model_path = f.model;
   auto kv = parse_kv_dtype(f.kv_type);
@@ -96,6 +96,7 @@ std::unique_ptr<Generator> make_generator(const EngineFlags& f) {
   o.context_overflow = *overflow;
   o.n_keep = f.n_keep;
   o.attention_window = f.attention_window;
+  o.max_tokens_held = max_tokens_held;
   auto g = Generator::create(o);
   if (!g.ok()) {
     std::fprintf(stderr, "error: %s\n", g.status().message().c_str());

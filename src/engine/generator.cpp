@@ -36,9 +36,12 @@ Expected<std::unique_ptr<Generator>> Generator::create(const GeneratorOptions& o
   layout.v_dtype = opts.kv_type_v.value_or(opts.kv_type);
   layout.tiled = kv_tiles_preferred(layout);
   KVS_RETURN_IF_ERROR(layout.validate());
-  KVS_ASSIGN_OR_RETURN(const KvArenaSize arena, size_kv_arena(layout, opts.ctx > 0 ? opts.ctx : hp.n_ctx_train,
-                                                              opts.kv_memory, available_memory_bytes()));
-  const int64_t ctx = arena.ctx;
+  const int64_t model_ctx = opts.ctx > 0 ? opts.ctx : hp.n_ctx_train;
+  const bool bounded = opts.max_tokens_held > 0 && opts.kv_memory.empty();
+  KVS_ASSIGN_OR_RETURN(const KvArenaSize arena,
+                       size_kv_arena(layout, bounded ? std::min(model_ctx, opts.max_tokens_held) : model_ctx,
+                                     opts.kv_memory, available_memory_bytes()));
+  const int64_t ctx = bounded ? model_ctx : arena.ctx;
   KVS_ASSIGN_OR_RETURN(const ContextPlan plan, plan_context(opts.context_overflow, opts.attention_window,
                                                             hp.sliding_window, ctx, opts.n_keep, layout.block_size));
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, arena.num_blocks));

@@ -37,6 +37,11 @@ struct GeneratorOptions {
   ContextOverflow context_overflow = ContextOverflow::kError;
   int64_t n_keep = 4;
   int64_t attention_window = 0;  // 0: the model's GGUF sliding_window, else none
+  // > 0 (and no kv_memory): the run never holds more than this many tokens (`generate` knows
+  // its prompt and -n), so the arena holds that many rather than the whole context: a model with
+  // a 128K context would otherwise zero-fill gigabytes of f32 K/V for a 20-token answer. The
+  // context (context_length(), where generation stops) stays the model's or --ctx.
+  int64_t max_tokens_held = 0;
 };
 
 struct GenerationResult {

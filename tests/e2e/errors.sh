@@ -23,7 +23,11 @@ expect_error "bad kv memory" "byte" "$KVSERVE" generate -m "$STORIES" -p hi --kv
 # A KV arena is zero-filled up front: one past the memory left is refused with what to change,
 # rather than ending in the OOM killer (or a bare allocation failure) mid-start.
 expect_error "a context whose KV cache exceeds the memory names the largest that fits" "set --ctx to at most [0-9]" \
-  "$KVSERVE" generate -m "$STORIES" -p hi --ctx 1000000000
+  "$KVSERVE" generate -m "$STORIES" -p hi --ctx 1000000000 -n 1000000000
+# generate's arena holds what the run can (prompt bytes + 3 + -n), not the whole context.
+"$KVSERVE" generate -m "$STORIES" -p "Once upon a time" -n 8 --temp 0 --ctx 1000000000 >"$TMP/out" 2>"$TMP/err"
+check "generate with a huge --ctx and a short run needs no huge arena" test $? = 0
+check "... and holds one 20 KiB block at its peak" grep -q "KV bytes peak: 20480 " "$TMP/err"
 expect_error "a KV budget past the memory" "kv-memory 100TB.*memory available" "$KVSERVE" generate -m "$STORIES" -p hi --kv-memory 100TB
 expect_error "serve refuses a KV budget past the memory" "kv-memory 100TB.*memory available" \
   "$KVSERVE" serve -m "$STORIES" --port 0 --kv-memory 100TB

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "common/greedy.h"
 #include "engine/generator.h"
 #include "kvserve/engine.h"
 
@@ -18,13 +19,7 @@ using namespace std::chrono_literals;
 
 std::string model_path() { return std::string(KVS_SHARED_DIR) + "/models/stories260K.gguf"; }
 
-SamplingParams greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
+using test::greedy_ignoring_eos;
 
 std::unique_ptr<Generator> generator(int64_t ctx, ContextOverflow overflow, int64_t window) {
   GeneratorOptions o;
@@ -79,7 +74,7 @@ TEST(EngineShift, FiveThousandTokensAtContext2048InBoundedMemory) {
   auto gen = generator(2048, ContextOverflow::kShift, 0);
   ASSERT_TRUE(gen);
   const std::vector<int32_t> prompt = gen->tokenizer().encode("Once upon a time", true, false);
-  auto want = gen->generate(prompt, greedy(5000));
+  auto want = gen->generate(prompt, greedy_ignoring_eos(5000));
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   ASSERT_EQ(want->tokens.size(), 5000u);
   EXPECT_GE(want->context_shifts, 3);
@@ -88,7 +83,7 @@ TEST(EngineShift, FiveThousandTokensAtContext2048InBoundedMemory) {
 
   auto e = engine(2048, "shift", 0);
   ASSERT_TRUE(e);
-  auto h = e->submit(request(prompt, greedy(5000)));
+  auto h = e->submit(request(prompt, greedy_ignoring_eos(5000)));
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   int64_t peak = 0;
   const RequestResult r = wait_sampling(*e, **h, &peak);
@@ -113,7 +108,7 @@ TEST(EngineShift, ConcurrentAndSharedPrefixesShiftLikeSoloRuns) {
   std::vector<std::vector<int32_t>> want;
   for (const std::string& t : texts) {
     prompts.push_back(gen->tokenizer().encode(t, true, false));
-    auto g = gen->generate(prompts.back(), greedy(400));
+    auto g = gen->generate(prompts.back(), greedy_ignoring_eos(400));
     ASSERT_TRUE(g.ok());
     want.push_back(g->tokens);
   }
@@ -124,12 +119,12 @@ TEST(EngineShift, ConcurrentAndSharedPrefixesShiftLikeSoloRuns) {
     ASSERT_TRUE(e);
     // The first runs alone so its blocks are cached; the other two start together, the second
     // one sharing the first one's prompt blocks (a shift must copy them, not rewrite them).
-    auto first = e->submit(request(prompts[0], greedy(400)));
+    auto first = e->submit(request(prompts[0], greedy_ignoring_eos(400)));
     ASSERT_TRUE(first.ok());
     EXPECT_EQ((*first)->wait().tokens, want[0]);
     std::vector<std::shared_ptr<RequestHandle>> hs;
     for (size_t i = 1; i < prompts.size(); ++i) {
-      auto h = e->submit(request(prompts[i], greedy(400)));
+      auto h = e->submit(request(prompts[i], greedy_ignoring_eos(400)));
       ASSERT_TRUE(h.ok());
       hs.push_back(*h);
     }
@@ -154,7 +149,7 @@ TEST(EngineWindow, OutputsEqualTheGeneratorWithAndWithoutPrefixHits) {
   const std::vector<std::string> texts = {shared, shared + " with her dog.", shared + " in the park."};
   std::vector<std::vector<int32_t>> want;
   for (const auto& t : texts) {
-    auto g = gen->generate(gen->tokenizer().encode(t, true, false), greedy(150));
+    auto g = gen->generate(gen->tokenizer().encode(t, true, false), greedy_ignoring_eos(150));
     ASSERT_TRUE(g.ok());
     want.push_back(g->tokens);
   }
@@ -164,7 +159,7 @@ TEST(EngineWindow, OutputsEqualTheGeneratorWithAndWithoutPrefixHits) {
     ASSERT_TRUE(e);
     int64_t hits = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
-      auto h = e->submit(request(gen->tokenizer().encode(texts[i], true, false), greedy(150)));
+      auto h = e->submit(request(gen->tokenizer().encode(texts[i], true, false), greedy_ignoring_eos(150)));
       ASSERT_TRUE(h.ok());
       int64_t peak = 0;
       const RequestResult r = wait_sampling(*e, **h, &peak);
