@@ -25,20 +25,21 @@ Runner add_logits(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "output file")->required();
 
   return [o]() -> int {
-    auto gen = make_generator(o->engine);
-    if (!gen) return 1;
     std::vector<int32_t> ids;
     if (!o->tokens.empty()) {
       if (!parse_token_list(o->tokens, &ids)) {
         std::fprintf(stderr, "error: --tokens must be a comma-separated list of non-negative integers\n");
         return 2;
       }
-    } else if (!o->prompt.empty()) {
-      ids = gen->tokenizer().encode(o->prompt, !o->no_bos, false);
-    } else {
+    } else if (o->prompt.empty()) {
       std::fprintf(stderr, "error: give -p TEXT or --tokens 1,2,3\n");
       return 2;
     }
+    // The run holds its tokens at most (-p: no more than the text's bytes + BOS, a leading-space
+    // piece and EOS), so the KV arena need not span the whole context.
+    auto gen = make_generator(o->engine, ids.empty() ? int64_t(o->prompt.size()) + 3 : int64_t(ids.size()));
+    if (!gen) return 1;
+    if (ids.empty()) ids = gen->tokenizer().encode(o->prompt, !o->no_bos, false);
     auto logits = gen->eval_all(ids, o->incremental);
     if (!logits.ok()) {
       std::fprintf(stderr, "error: %s\n", logits.status().message().c_str());

@@ -92,7 +92,7 @@ Runner add_perplexity(CLI::App& app) {
     }
     std::stringstream ss;
     ss << in.rdbuf();
-    auto gen = make_generator(o->engine);
+    auto gen = make_generator(o->engine, o->chunk);  // each chunk runs alone: it is all the cache holds
     if (!gen) return 1;
     const Tokenizer& tok = gen->tokenizer();
     std::vector<int32_t> ids = tok.encode(ss.str(), true, false);
