@@ -1,5 +1,6 @@
 #include "bench_server.h"
 
+#include <cstdlib>
 #include <cstdio>
 
 #include "commands.h"
@@ -20,11 +21,15 @@ void add_server_bench_flags(CLI::App* cmd, ServerBenchFlags* f) {
   cmd->add_option("--seed", f->seed, "--server: prompt generator seed")->capture_default_str();
   cmd->add_option("--timeout", f->timeout, "--server: seconds per request")->capture_default_str();
   cmd->add_option("--model-name", f->model_field, "--server: the request's \"model\" field (default: none)");
+  cmd->add_option("--api-key", f->api_key, "--server: the server's API key (default: $KVSERVE_API_KEY)");
 }
 
 int run_server_bench(const ServerBenchFlags& f, int64_t gen_tokens, bool json) {
   loadgen::LoadGenOptions o;
   o.url = f.server;
+  o.api_key = f.api_key;
+  if (o.api_key.empty())
+    if (const char* env = std::getenv("KVSERVE_API_KEY")) o.api_key = env;
   std::vector<int32_t> levels;
   if (!parse_token_list(f.concurrency, &levels)) {
     std::fprintf(stderr, "error: --concurrency must be a comma-separated list of positive integers\n");

@@ -18,6 +18,7 @@ struct ServerBenchFlags {
   uint64_t seed = 1;
   double timeout = 600;
   std::string model_field;
+  std::string api_key;  // --api-key, else $KVSERVE_API_KEY
 };
 
 void add_server_bench_flags(CLI::App* cmd, ServerBenchFlags* f);

@@ -57,6 +57,10 @@ Runner add_serve(CLI::App& app) {
       {"--chat-template", "chat_template", "chatml, llama2, llama3, mistral, zephyr, phi3, plain (default: detect)"},
       {"--http-threads", "http_threads", "HTTP handler threads (default max-seqs + max-queue + 4)"},
       {"--shutdown-timeout", "shutdown_timeout", "seconds to drain on SIGTERM (default 10)"},
+      {"--api-key", "api_key",
+       "require \"Authorization: Bearer KEY\" (prefer KVSERVE_API_KEY or --api-key-file: flags show in ps)"},
+      {"--api-key-file", "api_key_file", "file whose first line is the API key"},
+      {"--cors-origins", "cors_origins", "browser origins allowed to call (\"*\" or a comma list; default none)"},
   };
   for (const auto& f : kFlags) {
     std::string key = f.key;

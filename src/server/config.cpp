@@ -9,6 +9,7 @@
 #include <functional>
 #include <sstream>
 
+#include "server/access_control.h"
 #include "util/units.h"
 
 extern char** environ;
@@ -169,6 +170,23 @@ const std::map<std::string, Setter>& setters() {
                                    {"", "auto", "chatml", "llama2", "llama3", "mistral", "zephyr", "phi3", "plain"})},
       {"http_threads", int_key(&ServerConfig::http_threads, 0, 4096)},
       {"shutdown_timeout", seconds_key(&ServerConfig::shutdown_timeout)},
+      {"api_key",
+       [](ServerConfig* c, const std::string& v, const std::string&, const std::string&) -> Status {
+         c->api_key = v;
+         return Status::ok_status();
+       }},
+      {"api_key_file",
+       [](ServerConfig* c, const std::string& v, const std::string&, const std::string&) -> Status {
+         c->api_key_file = v;
+         return Status::ok_status();
+       }},
+      {"cors_origins",
+       [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
+         Status st = validate_cors_origins(v);
+         if (!st.ok()) return bad(src, key, st.message());
+         c->cors_origins = v;
+         return Status::ok_status();
+       }},
   };
   return s;
 }
@@ -195,7 +213,7 @@ const std::vector<std::string>& config_keys() {
       "model",     "host",           "port",          "kv_type",    "kv_type_k",     "kv_type_v",     "kv_memory",     "ctx",
       "block_size", "max_seqs",      "max_batched_tokens", "max_queue", "request_timeout", "max_body_bytes",
       "max_tokens_limit", "no_cache", "context_overflow", "n_keep", "attention_window", "prefix_cache", "cache_pin_fraction", "log_format",   "log_level",  "threads",       "chat_template",
-      "http_threads", "shutdown_timeout"};
+      "http_threads", "shutdown_timeout", "api_key", "api_key_file", "cors_origins"};
   return k;
 }
 
@@ -307,6 +325,11 @@ std::string config_to_yaml(const ServerConfig& c) {
      << "chat_template: " << yaml_quote(c.chat_template) << "\n"
      << "http_threads: " << c.http_threads << "\n"
      << "shutdown_timeout: " << format_seconds(c.shutdown_timeout) << "\n";
+  // The key itself is never printed: the output goes to terminals, logs and tickets.
+  if (c.api_key.empty()) os << "api_key: \"\"\n";
+  else os << "# api_key: set (not shown)\n";
+  os << "api_key_file: " << yaml_quote(c.api_key_file) << "\n"
+     << "cors_origins: " << yaml_quote(c.cors_origins) << "\n";
   return os.str();
 }
 

@@ -44,6 +44,9 @@ struct ServerConfig {
   std::string chat_template;          // "" (detect) or a family name, see chat_template.h
   int http_threads = 0;               // HTTP handler threads; 0: max_seqs + max_queue + 4
   double shutdown_timeout = 10;       // seconds to drain in-flight requests on SIGTERM
+  std::string api_key;                // requests must send "Authorization: Bearer KEY"; "" = open
+  std::string api_key_file;           // the key on the first line of this file (not with api_key)
+  std::string cors_origins;           // browser origins allowed: "" none, "*", or a comma list
 };
 
 // Where the keys come from. `env` holds the environment (only KVSERVE_* entries are read);

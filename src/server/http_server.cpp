@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/vec_dot.h"
+#include "server/access_control.h"
 #include "server/access_log.h"
 #include "server/server_state.h"
 #include "util/log.h"
@@ -67,7 +68,37 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   //   is over 8 KiB (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, compiled into the library),
   //   and that is the Content-Type `curl -d` sends: a prompt of ~2,000 tokens posted the way the
   //   README does got 413. Every body here is JSON whatever its Content-Type says (docs/api.md).
-  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+  // Before those, who may call (server/access_control.h): a browser's CORS preflight is answered
+  // here, and a request without the API key gets 401 before its body is read. Its connection is
+  // closed after the answer ("Connection: close"), since the unread body would otherwise be taken
+  // for the next request on it.
+  svr.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = req.get_header_value("Origin");
+    const std::string allow = allowed_origin(st.cfg.cors_origins, origin);
+    if (!allow.empty()) {
+      res.set_header("Access-Control-Allow-Origin", allow);
+      res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
+      if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", req.has_header("Access-Control-Request-Headers")
+                                                            ? req.get_header_value("Access-Control-Request-Headers")
+                                                            : "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (!st.api_key.empty() && route_needs_key(req.path) &&
+        !bearer_matches(req.get_header_value("Authorization"), st.api_key)) {
+      st.metrics.count_rejected("unauthorized");
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_header("Connection", "close");
+      reply_error(res, 401,
+                  req.has_header("Authorization") ? "invalid API key" : "missing API key: send Authorization: Bearer KEY",
+                  "invalid_request_error", "invalid_api_key");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const bool may_have_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
                                req.method == "DELETE";
     if (!may_have_body) return httplib::Server::HandlerResponse::Unhandled;
@@ -135,6 +166,16 @@ int run_server(const ServerConfig& cfg) {
   st->limits.shift_context = cfg.context_overflow == "shift";
   st->json_logs = cfg.log_format == "json";
   st->started_unix = int64_t(std::time(nullptr));
+  auto key = resolve_api_key(cfg.api_key, cfg.api_key_file);
+  if (!key.ok()) {
+    std::fprintf(stderr, "error: %s\n", key.status().message().c_str());
+    return 2;
+  }
+  st->api_key = *key;
+  const bool loopback = cfg.host == "127.0.0.1" || cfg.host == "localhost" || cfg.host == "::1";
+  if (st->api_key.empty() && !loopback)
+    KVS_WARN("listening on " + cfg.host + " without an API key: anyone who reaches the port can generate and "
+             "flush the cache (set api_key or api_key_file)");
 
   // The listening socket, recorded as httplib creates it (its default options kept); declared
   // before the server, whose socket-options callback refers to it.

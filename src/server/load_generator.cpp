@@ -158,7 +158,8 @@ json chat_body(const LoadGenOptions& o, const json& messages) {
   return j;
 }
 
-RequestSample run_one(const std::string& url, const std::string& path, const json& body, double timeout_seconds) {
+RequestSample run_one(const std::string& url, const std::string& path, const json& body, double timeout_seconds,
+                      const std::string& api_key) {
   RequestSample s;
   httplib::Client cli(url);
   cli.set_connection_timeout(10, 0);
@@ -168,6 +169,7 @@ RequestSample run_one(const std::string& url, const std::string& path, const jso
   req.method = "POST";
   req.path = path;
   req.set_header("Content-Type", "application/json");
+  if (!api_key.empty()) req.set_header("Authorization", "Bearer " + api_key);
   req.body = body.dump();
   bool done = false;
   std::string head;  // the first bytes, for the error message of a non-200 answer
@@ -234,7 +236,7 @@ LevelReport run_level(const LoadGenOptions& o, int concurrency, int count, const
     threads.emplace_back([&] {
       for (int i; (i = next.fetch_add(1)) < count;) {
         auto [path, body] = make(i);
-        samples[size_t(i)] = run_one(o.url, path, body, o.timeout_seconds);
+        samples[size_t(i)] = run_one(o.url, path, body, o.timeout_seconds, o.api_key);
       }
     });
   for (auto& t : threads) t.join();
@@ -256,7 +258,7 @@ LevelReport run_turns_level(const LoadGenOptions& o, int concurrency, uint64_t l
       for (int t = 0; t < o.turns; ++t) {
         RequestSample& s = by_turn[size_t(t)][size_t(conv)];
         messages.push_back({{"role", "user"}, {"content", make_words(o.seed, stream + uint64_t(t), o.prompt_words)}});
-        s = run_one(o.url, "/v1/chat/completions", chat_body(o, messages), o.timeout_seconds);
+        s = run_one(o.url, "/v1/chat/completions", chat_body(o, messages), o.timeout_seconds, o.api_key);
         if (!s.ok) {
           for (int r = t + 1; r < o.turns; ++r) by_turn[size_t(r)][size_t(conv)].error = "an earlier turn failed";
           return;

@@ -37,6 +37,7 @@ struct LoadGenOptions {
   uint64_t seed = 1;
   double timeout_seconds = 600;            // per request
   std::string model;                       // the "model" field; "" leaves it out
+  std::string api_key;                     // sent as "Authorization: Bearer KEY"; "" sends none
 };
 
 // One request as the client saw it.
@@ -116,7 +117,8 @@ nlohmann::json chat_body(const LoadGenOptions& o, const nlohmann::json& messages
 // ---- running ----
 
 // Sends one streamed request and times it. `path` is /v1/completions or /v1/chat/completions.
-RequestSample run_one(const std::string& url, const std::string& path, const nlohmann::json& body, double timeout_seconds);
+RequestSample run_one(const std::string& url, const std::string& path, const nlohmann::json& body, double timeout_seconds,
+                      const std::string& api_key = "");
 
 // Runs the workload the options select over every concurrency level. invalid_argument for bad
 // options (empty URL, no levels, non-positive sizes).

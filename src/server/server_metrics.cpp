@@ -53,7 +53,7 @@ ServerMetrics::ServerMetrics()
   // Pre-create the common label values so dashboards see zeros instead of missing series.
   for (const char* s : {"200", "400", "413", "429", "500", "503"})
     reg_.counter("kvserve:requests_total", "HTTP responses by status code.", {{"status", s}});
-  for (const char* r : {"queue_full", "invalid", "too_large", "loading", "shutting_down"})
+  for (const char* r : {"queue_full", "invalid", "too_large", "loading", "shutting_down", "unauthorized"})
     reg_.counter("kvserve:requests_rejected_total", "Requests turned away before running, by reason.", {{"reason", r}});
 }
 

@@ -33,6 +33,7 @@ struct ServerState {
   std::atomic<uint64_t> next_id{1};    // server-side request ids (X-Request-Id, logs)
   int64_t started_unix = 0;
   bool json_logs = false;
+  std::string api_key;  // resolved from api_key / api_key_file; "" = no key required
 };
 
 // Counts a generation request as in flight for as long as a copy is alive (the streaming

@@ -119,6 +119,34 @@ TEST(ServerConfig, PrintedYamlReadsBackToTheSameValues) {
   EXPECT_TRUE(back.no_cache);
 }
 
+// The key is configuration like any other (KVSERVE_API_KEY is the usual way in), but the printed
+// configuration never shows it: it goes to terminals and tickets. Read back, it sets no key.
+TEST(ServerConfig, ApiKeyIsAcceptedButNeverPrinted) {
+  auto s = with_model();
+  s.env["KVSERVE_API_KEY"] = "sk-very-secret";
+  s.flags["cors_origins"] = "https://ui.example.com,http://localhost:3000";
+  auto c = load_server_config(s);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->api_key, "sk-very-secret");
+  const std::string yaml = config_to_yaml(*c);
+  EXPECT_EQ(yaml.find("sk-very-secret"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("# api_key: set (not shown)"), std::string::npos) << yaml;
+  ServerConfig back;
+  ASSERT_TRUE(apply_yaml(&back, yaml, "printed").ok());
+  EXPECT_TRUE(back.api_key.empty());
+  EXPECT_EQ(back.cors_origins, "https://ui.example.com,http://localhost:3000");
+}
+
+TEST(ServerConfig, BadCorsOriginsAreRefused) {
+  for (const char* bad : {"ui.example.com", "https://ui.example.com/", "https://a.com/path", "*,https://a.com", "https://"}) {
+    auto s = with_model();
+    s.flags["cors_origins"] = bad;
+    auto c = load_server_config(s);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("--cors-origins"), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(ServerConfig, EnvName) { EXPECT_EQ(env_name("max_batched_tokens"), "KVSERVE_MAX_BATCHED_TOKENS"); }
 
 }  // namespace
