@@ -26,10 +26,18 @@ start_server() {
     if [ -n "$PORT" ]; then
       [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 200 ] && return 0
     fi
-    kill -0 "$SRV_PID" 2>/dev/null || return 1
+    kill -0 "$SRV_PID" 2>/dev/null || { start_server_report "the server exited"; return 1; }
     sleep 0.1
   done
+  start_server_report "no /health 200 within 60 s"
   return 1
+}
+# What a failed start looked like, for the test log (a start that failed once in a loaded run
+# left nothing to go on).
+start_server_report() {
+  echo "start_server: $1 (port ${PORT:-not printed}, /health $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${URL:-http://127.0.0.1:1}/health"))" >&2
+  echo "--- server stdout:" >&2; tail -n 5 "$TMP/srv.out" >&2
+  echo "--- server stderr:" >&2; tail -n 20 "$TMP/srv.err" >&2
 }
 # stop_server: SIGTERM, then waits (at most 30 s) and sets STOP_RC.
 stop_server() {
