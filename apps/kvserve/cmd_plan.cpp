@@ -161,8 +161,9 @@ Runner add_plan(CLI::App& app) {
     in.batch = o->batch;
     in.weight_bytes = shape.weight_bytes;
 
-    // Available memory: given, else physical RAM (or the cgroup limit when lower). The budget: --memory, a fraction of the
-    // available memory, or (neither) exactly what the batch / one sequence needs.
+    // Available memory: given, else physical RAM (or the cgroup's limit when lower). The budget:
+    // --memory, a fraction of the available memory, or (neither) exactly what the batch / one
+    // sequence needs.
     in.available_bytes = memory_limit_bytes();
     if (!o->available.empty()) {
       auto a = parse_bytes(o->available);

@@ -37,7 +37,9 @@ bool bearer_matches(const std::string& authorization, const std::string& key) {
   return same_bytes(trim(authorization.substr(7)), key);
 }
 
-bool route_needs_key(const std::string& path) { return path != "/health" && path != "/live" && path != "/metrics"; }
+bool route_needs_key(const std::string& path) {
+  return path != "/health" && path != "/live" && path != "/metrics";
+}
 
 std::string allowed_origin(const std::string& cors_origins, const std::string& origin) {
   if (cors_origins.empty() || origin.empty()) return "";
@@ -59,8 +61,10 @@ Status validate_cors_origins(const std::string& cors_origins) {
     const bool ok = sep != std::string::npos && sep > 0 && o.size() > sep + 3 && o.back() != '/' &&
                     o.find_first_of(" \t/", sep + 3) == std::string::npos;
     if (!ok)
-      return invalid_argument("expected \"*\" or origins such as https://ui.example.com (scheme://host[:port], "
-                              "comma-separated, no path), got '" + o + "'");
+      return invalid_argument(
+          "expected \"*\" or origins such as https://ui.example.com (scheme://host[:port], "
+          "comma-separated, no path), got '" +
+          o + "'");
   }
   return Status::ok_status();
 }
@@ -74,7 +78,8 @@ Expected<std::string> resolve_api_key(const std::string& api_key, const std::str
   std::string line;
   std::getline(in, line);
   line = trim(line);
-  if (line.empty()) return invalid_argument("api_key_file: '" + api_key_file + "' holds no key on its first line");
+  if (line.empty())
+    return invalid_argument("api_key_file: '" + api_key_file + "' holds no key on its first line");
   return line;
 }
 

@@ -94,8 +94,8 @@ void configure_http(httplib::Server& svr, ServerState& st) {
       st.metrics.count_rejected("unauthorized");
       res.set_header("WWW-Authenticate", "Bearer");
       res.set_header("Connection", "close");
-      reply_error(res, 401,
-                  req.has_header("Authorization") ? "invalid API key" : "missing API key: send Authorization: Bearer KEY",
+      const bool sent = req.has_header("Authorization");
+      reply_error(res, 401, sent ? "invalid API key" : "missing API key: send Authorization: Bearer KEY",
                   "invalid_request_error", "invalid_api_key");
       return httplib::Server::HandlerResponse::Handled;
     }

@@ -10,7 +10,7 @@ namespace {
 
 TEST(AccessControl, BearerMatchesOnlyTheExactKey) {
   EXPECT_TRUE(bearer_matches("Bearer sk-123", "sk-123"));
-  EXPECT_TRUE(bearer_matches("bearer sk-123", "sk-123"));   // the scheme is case-insensitive
+  EXPECT_TRUE(bearer_matches("bearer sk-123", "sk-123"));    // the scheme is case-insensitive
   EXPECT_TRUE(bearer_matches("Bearer  sk-123 ", "sk-123"));  // surrounding blanks
   EXPECT_FALSE(bearer_matches("Bearer sk-1234", "sk-123"));
   EXPECT_FALSE(bearer_matches("Bearer sk-12", "sk-123"));
@@ -23,8 +23,9 @@ TEST(AccessControl, BearerMatchesOnlyTheExactKey) {
 
 TEST(AccessControl, ProbesAndMetricsNeedNoKey) {
   for (const char* open : {"/health", "/live", "/metrics"}) EXPECT_FALSE(route_needs_key(open)) << open;
-  for (const char* closed : {"/generate", "/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize",
-                             "/detokenize", "/cache/flush", "/cache/pin", "/cache/stats", "/health/x", "/"})
+  for (const char* closed :
+       {"/generate", "/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize",
+        "/cache/flush", "/cache/pin", "/cache/stats", "/health/x", "/"})
     EXPECT_TRUE(route_needs_key(closed)) << closed;
 }
 
@@ -42,7 +43,8 @@ TEST(AccessControl, AllowedOrigins) {
 TEST(AccessControl, CorsOriginsValidation) {
   for (const char* ok : {"", "*", "https://a.com", "http://localhost:3000,https://b.example.org"})
     EXPECT_TRUE(validate_cors_origins(ok).ok()) << ok;
-  for (const char* bad : {"a.com", "https://a.com/", "https://a.com/x", "https://", "://a.com", "https://a b.com"})
+  for (const char* bad :
+       {"a.com", "https://a.com/", "https://a.com/x", "https://", "://a.com", "https://a b.com"})
     EXPECT_FALSE(validate_cors_origins(bad).ok()) << bad;
 }
 

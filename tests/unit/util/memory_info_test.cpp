@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 class FakeRoot {
  public:
   FakeRoot() {
-    dir_ = fs::temp_directory_path() / ("kvs_meminfo_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("kvs_meminfo_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -64,7 +65,7 @@ TEST(MemoryInfo, CgroupV2LimitOfAnAncestorCaps) {
   root.write("/proc/meminfo", "MemAvailable: 16777216 kB\n");  // 16 GiB
   root.write("/proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
   root.write("/sys/fs/cgroup/kubepods/pod1/ctr/memory.max", "max\n");
-  root.write("/sys/fs/cgroup/kubepods/pod1/memory.max", "4294967296\n");  // 4 GiB
+  root.write("/sys/fs/cgroup/kubepods/pod1/memory.max", "4294967296\n");      // 4 GiB
   root.write("/sys/fs/cgroup/kubepods/pod1/memory.current", "1610612736\n");  // 1.5 GiB
   root.write("/sys/fs/cgroup/kubepods/pod1/memory.stat", "anon 1\ninactive_file 536870912\nactive_file 7\n");
   root.write("/sys/fs/cgroup/kubepods/memory.max", "8589934592\n");  // looser
