@@ -81,6 +81,14 @@ Setter seconds_key(double ServerConfig::*field) {
   };
 }
 
+// Any text, empty included (a path, a secret).
+Setter text_key(std::string ServerConfig::*field) {
+  return [=](ServerConfig* c, const std::string& v, const std::string&, const std::string&) -> Status {
+    c->*field = v;
+    return Status::ok_status();
+  };
+}
+
 Setter choice_key(std::string ServerConfig::*field, std::vector<std::string> choices) {
   return [=](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
     std::string list;
@@ -170,16 +178,8 @@ const std::map<std::string, Setter>& setters() {
                                    {"", "auto", "chatml", "llama2", "llama3", "mistral", "zephyr", "phi3", "plain"})},
       {"http_threads", int_key(&ServerConfig::http_threads, 0, 4096)},
       {"shutdown_timeout", seconds_key(&ServerConfig::shutdown_timeout)},
-      {"api_key",
-       [](ServerConfig* c, const std::string& v, const std::string&, const std::string&) -> Status {
-         c->api_key = v;
-         return Status::ok_status();
-       }},
-      {"api_key_file",
-       [](ServerConfig* c, const std::string& v, const std::string&, const std::string&) -> Status {
-         c->api_key_file = v;
-         return Status::ok_status();
-       }},
+      {"api_key", text_key(&ServerConfig::api_key)},
+      {"api_key_file", text_key(&ServerConfig::api_key_file)},
       {"cors_origins",
        [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
          Status st = validate_cors_origins(v);
