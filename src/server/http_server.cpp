@@ -113,9 +113,18 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   });
   // Responses httplib produces itself (400 for a malformed request, 404, 413 over the payload
   // limit, 414 for a URI over 8 KiB) get a JSON body.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 413) {
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request& req,
+                                                                   httplib::Response& res) {
+    if (!res.body.empty() || res.is_chunked_content_provider_)
+      return httplib::Server::HandlerResponse::Unhandled;
+    // httplib answers 404 for a known path asked with a method it was not registered for.
+    const auto known = res.status == 404 ? st.route_methods.find(req.path) : st.route_methods.end();
+    if (known != st.route_methods.end()) {
+      res.set_header("Allow", known->second);
+      reply_error(res, 405,
+                  req.method + " " + req.path + ": method not allowed (allowed: " + known->second + ")",
+                  "invalid_request_error", "method_not_allowed");
+    } else if (res.status == 413) {
       st.metrics.count_rejected("too_large");
       reply_error(res, 413, "body: exceeds the limit of " + std::to_string(st.cfg.max_body_bytes) + " bytes",
                   "invalid_request_error", "too_large");
@@ -125,7 +134,10 @@ void configure_http(httplib::Server& svr, ServerState& st) {
       const char* what = res.status == 400 ? "malformed HTTP request"
                          : res.status == 414 ? "request URI too long"
                                              : "request failed";
-      reply_error(res, res.status, what, "invalid_request_error");
+      reply_error(res, res.status, what, "invalid_request_error",
+                  res.status == 400   ? "bad_request"
+                  : res.status == 414 ? "uri_too_long"
+                                      : "");
     }
     return httplib::Server::HandlerResponse::Handled;
   }));

@@ -92,47 +92,47 @@ json stats_json(const EngineStats& s) {
 }  // namespace
 
 void register_cache_routes(httplib::Server& svr, ServerState& st) {
-  svr.Post("/cache/pin", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-             if (!require_engine(st, res)) return;
-             std::vector<int32_t> tokens;
-             std::string salt;
-             if (!pin_target(st, req, res, &tokens, &salt)) return;
-             const int64_t n = int64_t(tokens.size());
-             // A pin runs its prompt like a request, so it gets a request's time (10 min without a limit).
-             const double limit = st.cfg.request_timeout > 0 ? st.cfg.request_timeout : 600;
-             auto pinned = st.engine->pin_prefix(std::move(tokens), salt,
-                                                  std::chrono::milliseconds(int64_t(limit * 1000)));
-             if (!pinned.ok()) return reply_status(res, pinned.status());
-             reply_json(res, 200, json{{"pinned_tokens", *pinned}, {"prompt_tokens", n}});
-           }));
-  svr.Delete("/cache/pin", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-               if (!require_engine(st, res)) return;
-               const json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-               if (j.is_object() && j.contains("all")) {
-                 if (!j["all"].is_boolean() || !j["all"].get<bool>())
-                   return reply_error(res, 400, "all: expected true", "invalid_request_error", "invalid_value");
-                 auto n = st.engine->unpin_all(kAdminTimeout);
-                 if (!n.ok()) return reply_status(res, n.status());
-                 return reply_json(res, 200, json{{"unpinned_blocks", *n}});
-               }
-               std::vector<int32_t> tokens;
-               std::string salt;
-               if (!pin_target(st, req, res, &tokens, &salt)) return;
-               const int64_t n = int64_t(tokens.size());
-               auto unpinned = st.engine->unpin_prefix(std::move(tokens), salt, kAdminTimeout);
-               if (!unpinned.ok()) return reply_status(res, unpinned.status());
-               reply_json(res, 200, json{{"unpinned_tokens", *unpinned}, {"prompt_tokens", n}});
-             }));
-  svr.Get("/cache/stats", guarded([&st](const httplib::Request&, httplib::Response& res) {
-            if (!require_engine(st, res)) return;
-            reply_json(res, 200, stats_json(st.engine->stats()));
-          }));
-  svr.Post("/cache/flush", guarded([&st](const httplib::Request&, httplib::Response& res) {
-             if (!require_engine(st, res)) return;
-             auto flushed = st.engine->flush_prefix_cache(kAdminTimeout);
-             if (!flushed.ok()) return reply_status(res, flushed.status());
-             reply_json(res, 200, json{{"flushed_blocks", *flushed}});
-           }));
+  add_route(svr, st, "POST", "/cache/pin", [&st](const httplib::Request& req, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    std::vector<int32_t> tokens;
+    std::string salt;
+    if (!pin_target(st, req, res, &tokens, &salt)) return;
+    const int64_t n = int64_t(tokens.size());
+    // A pin runs its prompt like a request, so it gets a request's time (10 min without a limit).
+    const double limit = st.cfg.request_timeout > 0 ? st.cfg.request_timeout : 600;
+    auto pinned =
+        st.engine->pin_prefix(std::move(tokens), salt, std::chrono::milliseconds(int64_t(limit * 1000)));
+    if (!pinned.ok()) return reply_status(res, pinned.status());
+    reply_json(res, 200, json{{"pinned_tokens", *pinned}, {"prompt_tokens", n}});
+  });
+  add_route(svr, st, "DELETE", "/cache/pin", [&st](const httplib::Request& req, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    const json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("all")) {
+      if (!j["all"].is_boolean() || !j["all"].get<bool>())
+        return reply_error(res, 400, "all: expected true", "invalid_request_error", "invalid_value");
+      auto n = st.engine->unpin_all(kAdminTimeout);
+      if (!n.ok()) return reply_status(res, n.status());
+      return reply_json(res, 200, json{{"unpinned_blocks", *n}});
+    }
+    std::vector<int32_t> tokens;
+    std::string salt;
+    if (!pin_target(st, req, res, &tokens, &salt)) return;
+    const int64_t n = int64_t(tokens.size());
+    auto unpinned = st.engine->unpin_prefix(std::move(tokens), salt, kAdminTimeout);
+    if (!unpinned.ok()) return reply_status(res, unpinned.status());
+    reply_json(res, 200, json{{"unpinned_tokens", *unpinned}, {"prompt_tokens", n}});
+  });
+  add_route(svr, st, "GET", "/cache/stats", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    reply_json(res, 200, stats_json(st.engine->stats()));
+  });
+  add_route(svr, st, "POST", "/cache/flush", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    auto flushed = st.engine->flush_prefix_cache(kAdminTimeout);
+    if (!flushed.ok()) return reply_status(res, flushed.status());
+    reply_json(res, 200, json{{"flushed_blocks", *flushed}});
+  });
 }
 
 }  // namespace kvserve::server

@@ -389,9 +389,9 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
 
 void register_generate_routes(httplib::Server& svr, ServerState& st) {
   for (Route r : {Route::kGenerate, Route::kCompletion, Route::kChat}) {
-    svr.Post(route_path(r), guarded([&st, r](const httplib::Request& req, httplib::Response& res) {
-               handle_generation(st, r, req, res);
-             }));
+    add_route(svr, st, "POST", route_path(r), [&st, r](const httplib::Request& req, httplib::Response& res) {
+      handle_generation(st, r, req, res);
+    });
   }
 }
 

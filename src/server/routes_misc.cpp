@@ -22,6 +22,22 @@ httplib::Server::Handler guarded(RouteFn fn) {
   };
 }
 
+void add_route(httplib::Server& svr, ServerState& st, const std::string& method, const std::string& path,
+               RouteFn fn) {
+  std::string& methods = st.route_methods[path];
+  const std::string listed = method == "GET" ? "GET, HEAD" : method;
+  methods = methods.empty() ? listed : methods + ", " + listed;
+  if (method == "GET") {
+    svr.Get(path, guarded(std::move(fn)));
+  } else if (method == "POST") {
+    svr.Post(path, guarded(std::move(fn)));
+  } else if (method == "DELETE") {
+    svr.Delete(path, guarded(std::move(fn)));
+  } else {
+    throw std::logic_error("add_route: unsupported method " + method);
+  }
+}
+
 void reply_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
   res.set_content(dump_json(j), "application/json");
@@ -38,18 +54,23 @@ namespace {
 void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;
   json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return reply_error(res, 400, "body: malformed JSON", "invalid_request_error");
+  if (j.is_discarded() || !j.is_object())
+    return reply_error(res, 400, "body: malformed JSON", "invalid_request_error", "invalid_value");
   const char* field = j.contains("content") ? "content" : "prompt";
   if (!j.contains(field) || !j[field].is_string())
-    return reply_error(res, 400, "content: expected a string (or \"prompt\")", "invalid_request_error");
+    return reply_error(res, 400, "content: expected a string (or \"prompt\")", "invalid_request_error",
+                       "invalid_value");
   bool add_special = true, parse_special = false;
   if (j.contains("add_special")) {
-    if (!j["add_special"].is_boolean()) return reply_error(res, 400, "add_special: expected true or false", "invalid_request_error");
+    if (!j["add_special"].is_boolean())
+      return reply_error(res, 400, "add_special: expected true or false", "invalid_request_error",
+                         "invalid_value");
     add_special = j["add_special"].get<bool>();
   }
   if (j.contains("parse_special")) {
     if (!j["parse_special"].is_boolean())
-      return reply_error(res, 400, "parse_special: expected true or false", "invalid_request_error");
+      return reply_error(res, 400, "parse_special: expected true or false", "invalid_request_error",
+                         "invalid_value");
     parse_special = j["parse_special"].get<bool>();
   }
   auto toks = st.engine->tokenize(j[field].get<std::string>(), add_special, parse_special);
@@ -59,15 +80,18 @@ void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Resp
 void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;
   json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return reply_error(res, 400, "body: malformed JSON", "invalid_request_error");
+  if (j.is_discarded() || !j.is_object())
+    return reply_error(res, 400, "body: malformed JSON", "invalid_request_error", "invalid_value");
   if (!j.contains("tokens") || !j["tokens"].is_array())
-    return reply_error(res, 400, "tokens: expected an array of token ids", "invalid_request_error");
+    return reply_error(res, 400, "tokens: expected an array of token ids", "invalid_request_error",
+                       "invalid_value");
   std::vector<int32_t> toks;
   const int64_t n_vocab = st.engine->n_vocab();
   for (const auto& t : j["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
-      return reply_error(res, 400, "tokens: every id must be an integer in [0, " + std::to_string(n_vocab) + ")",
-                         "invalid_request_error");
+      return reply_error(res, 400,
+                         "tokens: every id must be an integer in [0, " + std::to_string(n_vocab) + ")",
+                         "invalid_request_error", "invalid_value");
     toks.push_back(int32_t(t.get<int64_t>()));
   }
   reply_json(res, 200, json{{"content", st.engine->detokenize(toks)}});
@@ -76,38 +100,40 @@ void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Re
 }  // namespace
 
 void register_misc_routes(httplib::Server& svr, ServerState& st) {
-  svr.Get("/live", guarded([](const httplib::Request&, httplib::Response& res) {
-            reply_json(res, 200, json{{"status", "alive"}});
-          }));
-  svr.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
-            if (!st.ready.load(std::memory_order_acquire)) return reply_json(res, 503, json{{"status", "loading"}});
-            // Draining first: the engine reports unhealthy while it drains, which is not a failure.
-            if (st.draining.load()) return reply_json(res, 503, json{{"status", "shutting_down"}});
-            if (!st.engine->healthy()) return reply_json(res, 503, json{{"status", "error"}, {"message", "the engine loop stopped"}});
-            reply_json(res, 200, json{{"status", "ok"}});
-          }));
-  svr.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {
-            std::string text;
-            if (st.ready.load(std::memory_order_acquire)) {
-              EngineStats s = st.engine->stats();
-              text = st.metrics.scrape(&s);
-            } else {
-              text = st.metrics.scrape(nullptr);
-            }
-            res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
-          }));
-  svr.Get("/v1/models", guarded([&st](const httplib::Request&, httplib::Response& res) {
-            if (!require_engine(st, res)) return;
-            json m = {{"id", st.engine->model_name()},
-                      {"object", "model"},
-                      {"created", st.started_unix},
-                      {"owned_by", "kvserve"},
-                      {"max_model_len", st.engine->context_length()}};
-            reply_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
-          }));
-  svr.Post("/tokenize", guarded([&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); }));
-  svr.Post("/detokenize",
-           guarded([&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); }));
+  add_route(svr, st, "GET", "/live", [](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, 200, json{{"status", "alive"}});
+  });
+  add_route(svr, st, "GET", "/health", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!st.ready.load(std::memory_order_acquire)) return reply_json(res, 503, json{{"status", "loading"}});
+    // Draining first: the engine reports unhealthy while it drains, which is not a failure.
+    if (st.draining.load()) return reply_json(res, 503, json{{"status", "shutting_down"}});
+    if (!st.engine->healthy())
+      return reply_json(res, 503, json{{"status", "error"}, {"message", "the engine loop stopped"}});
+    reply_json(res, 200, json{{"status", "ok"}});
+  });
+  add_route(svr, st, "GET", "/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    std::string text;
+    if (st.ready.load(std::memory_order_acquire)) {
+      EngineStats s = st.engine->stats();
+      text = st.metrics.scrape(&s);
+    } else {
+      text = st.metrics.scrape(nullptr);
+    }
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
+  });
+  add_route(svr, st, "GET", "/v1/models", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    json m = {{"id", st.engine->model_name()},
+              {"object", "model"},
+              {"created", st.started_unix},
+              {"owned_by", "kvserve"},
+              {"max_model_len", st.engine->context_length()}};
+    reply_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  });
+  add_route(svr, st, "POST", "/tokenize",
+            [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
+  add_route(svr, st, "POST", "/detokenize",
+            [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
 }
 
 }  // namespace kvserve::server

@@ -2,13 +2,14 @@
 #pragma once
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kvserve/engine.h"
@@ -34,6 +35,10 @@ struct ServerState {
   int64_t started_unix = 0;
   bool json_logs = false;
   std::string api_key;  // resolved from api_key / api_key_file; "" = no key required
+  // Every registered path and its methods ("POST", "GET, HEAD", ...), filled by add_route before
+  // the server listens and read-only after: a known path asked with another method gets 405
+  // with this as its Allow header instead of httplib's 404.
+  std::map<std::string, std::string> route_methods;
 };
 
 // Counts a generation request as in flight for as long as a copy is alive (the streaming
@@ -61,6 +66,11 @@ bool require_engine(ServerState& st, httplib::Response& res);
 using RouteFn = std::function<void(const httplib::Request&, httplib::Response&)>;
 // Wraps a handler so that no exception escapes: any throw becomes a 500 JSON error.
 httplib::Server::Handler guarded(RouteFn fn);
+
+// Registers `fn` (guarded) for `method` ("GET", "POST" or "DELETE") on `path` and records the pair
+// in st.route_methods. (A GET route answers HEAD too, as httplib does.)
+void add_route(httplib::Server& svr, ServerState& st, const std::string& method, const std::string& path,
+               RouteFn fn);
 
 // Route registration (routes_generate.cpp, routes_misc.cpp, routes_cache.cpp).
 void register_generate_routes(httplib::Server& svr, ServerState& st);

@@ -102,6 +102,16 @@ head -c 100000 /dev/zero | tr '\0' 'a' | sed 's/^/{"prompt":"/; s/$/"}/' >"$TMP/
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 10 "$URL/generate" -H 'Content-Type: application/json' --data-binary @"$TMP/big.json")
 check "body over --max-body-bytes is 413" test "$code" = 413
 check "unknown route is 404" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/nope")" = 404
+# A known path asked with another method: 405 naming the allowed methods (Allow header and body).
+code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/generate")
+check "GET /generate is 405" test "$code" = 405
+check "405 has Allow: POST" grep -qi '^Allow: POST' "$TMP/headers"
+check "405 body names the method" grep -q '"method_not_allowed"' "$TMP/body"
+code=$(curl -s -D "$TMP/headers" -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$URL/health")
+check "POST /health is 405 with Allow: GET, HEAD" sh -c "test $code = 405 && grep -qi '^Allow: GET, HEAD' '$TMP/headers'"
+code=$(curl -s -D "$TMP/headers" -o /dev/null -w '%{http_code}' --max-time 5 -X PUT "$URL/cache/pin")
+check "PUT /cache/pin is 405 with Allow: POST, DELETE" sh -c "test $code = 405 && grep -qi '^Allow: POST, DELETE' '$TMP/headers'"
+check "HEAD /health is 200" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -I "$URL/health")" = 200
 
 # --- metrics -----------------------------------------------------------------------------
 curl -s --max-time 5 "$URL/metrics" >"$TMP/metrics"
