@@ -1,4 +1,5 @@
 // kvserve: one binary, one subcommand per task (see docs/cli.md).
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -18,7 +19,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; anything else is bad command-line input: one
+    // `error:` line and exit status 2, as every subcommand's own checks (docs/cli.md).
+    if (e.get_exit_code() == int(CLI::ExitCodes::Success)) return app.exit(e);
+    std::string what = e.what();
+    const auto subs = app.get_subcommands([](CLI::App*) { return true; });
+    const bool known = argc > 1 && std::any_of(subs.begin(), subs.end(),
+                                               [&](CLI::App* sub) { return sub->get_name() == argv[1]; });
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      what = std::string("unknown subcommand '") + argv[1] + "' (one of:";
+      for (const CLI::App* sub : subs) what += " " + sub->get_name();
+      what += ")";
+    }
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", what.c_str());
+    return 2;
   }
   kvserve::LogLevel lvl;
   if (!kvserve::parse_log_level(log_level, &lvl)) {

@@ -9,6 +9,21 @@ expect_error() {  # what, pattern, command...
   check "$what: no crash (rc $rc < 128)" test $rc -lt 128
   check "$what: message matches '$pattern'" grep -qi -- "$pattern" "$TMP/err"
 }
+# Bad command lines: exit 2 and one "error:" line (docs/cli.md), whichever layer refuses them.
+expect_usage() {  # what, pattern, command...
+  local what="$1" pattern="$2"; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  check "$what: exit 2 (got $rc)" test $rc -eq 2
+  check "$what: 'error: ...$pattern' on stderr" grep -qi -- "^error: .*$pattern" "$TMP/err"
+}
+expect_usage "no subcommand" "subcommand" "$KVSERVE"
+expect_usage "an unknown subcommand is named, with the known ones" "unknown subcommand 'nosuch'.*generate" "$KVSERVE" nosuch
+expect_usage "a required flag missing" "--model" "$KVSERVE" generate
+expect_usage "an unknown flag" "--bogus" "$KVSERVE" tokenize -m "$STORIES" -p hi --bogus
+expect_usage "a flag's bad value" "port" "$KVSERVE" serve -m "$STORIES" --port abc
+"$KVSERVE" --help >"$TMP/out" 2>&1
+check "--help exits 0 and prints the usage" sh -c "test $? = 0 && grep -q Usage '$TMP/out'"
 expect_error "missing model" "no-such.gguf" "$KVSERVE" generate -m "$TMP/no-such.gguf" -p hi
 head -c 1000 "$STORIES" >"$TMP/trunc.gguf"
 expect_error "truncated model" "trunc.gguf" "$KVSERVE" generate -m "$TMP/trunc.gguf" -p hi
