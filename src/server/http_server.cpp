@@ -189,13 +189,17 @@ int run_server(const ServerConfig& cfg) {
     KVS_WARN("listening on " + cfg.host + " without an API key: anyone who reaches the port can generate and "
              "flush the cache (set api_key or api_key_file)");
 
-  // The listening socket, recorded as httplib creates it (its default options kept); declared
-  // before the server, whose socket-options callback refers to it.
+  // The listening socket, recorded as httplib creates it; declared before the server, whose
+  // socket-options callback refers to it. SO_REUSEADDR (a restart may bind while the old
+  // process's connections sit in TIME_WAIT) and not httplib's default SO_REUSEPORT, with which a
+  // second server started on a busy port bound it too and the kernel split new connections
+  // between the two processes: it must fail with "cannot listen" instead.
   int listen_fd = -1;
   httplib::Server svr;
   configure_http(svr, *st);
   svr.set_socket_options([&listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd = sock;
   });
   // Bind before loading so that /health answers "loading" while the model maps in.

@@ -26,6 +26,12 @@ fi
 pass "server healthy"
 check "start-up prints a curl example" grep -q "^curl -s http://127.0.0.1:$PORT/generate" "$TMP/srv.out"
 check "/live answers 200" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/live")" = 200
+# A second server on the busy port must fail, not share it (SO_REUSEPORT would let the kernel
+# split connections between the two processes).
+timeout 30 "$KVSERVE" serve -m "$STORIES" --port "$PORT" >"$TMP/second.out" 2>"$TMP/second.err"
+rc=$?
+check "a second server on the same port exits 1 (got $rc)" test $rc -eq 1
+check "... saying it cannot listen" grep -q "cannot listen on 127.0.0.1:$PORT" "$TMP/second.err"
 
 P="Once upon a time"
 "$KVSERVE" generate -m "$STORIES" -p "$P" --temp 0 -n 64 >"$TMP/cli" 2>/dev/null
