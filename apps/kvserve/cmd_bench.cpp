@@ -128,12 +128,12 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--batch", o->batches, "comma-separated decode batch sizes")->capture_default_str();
   cmd->add_option("--repeat", o->bench.repeat, "timed repetitions (best and median reported)")
       ->capture_default_str();
-  cmd->add_option("-t,--threads", o->bench.threads, "worker threads (default: one per core)");
+  add_threads_flag(cmd, &o->bench.threads, "worker threads (default: one per core)");
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type of K and V: f32, f16, bf16, q8_0 or q4_0")
       ->capture_default_str();
   cmd->add_option("--kv-type-k", o->kv_type_k, "K cache element type (overrides --kv-type)");
   cmd->add_option("--kv-type-v", o->kv_type_v, "V cache element type (overrides --kv-type)");
-  cmd->add_option("--block-size", o->bench.block_size, "tokens per KV block")->capture_default_str();
+  add_block_size_flag(cmd, &o->bench.block_size);
   cmd->add_option("--bw-buffer", o->bw_buffer, "bandwidth probe buffer (e.g. 1GiB; default: 1 GiB)");
   cmd->add_flag("--no-bandwidth", o->no_bandwidth, "skip the bandwidth probe (and the roofline)");
   cmd->add_flag("--cache-compare", o->bench.cache_compare,
@@ -181,10 +181,6 @@ Runner add_bench(CLI::App& app) {
       b.bandwidth_bytes = size_t(*bytes);
     }
     b.measure_bandwidth = !o->no_bandwidth;
-    if (b.block_size <= 0 || b.block_size > 4096) {
-      std::fprintf(stderr, "error: --block-size must be in 1..4096\n");
-      return 2;
-    }
     auto bench = Benchmark::create(b);
     if (!bench.ok()) {
       std::fprintf(stderr, "error: %s\n", bench.status().message().c_str());

@@ -25,8 +25,13 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->capture_default_str();
   cmd->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "penalty window (-1 = all)")->capture_default_str();
+  // The server's ranges: a penalty of 0 would divide the logits by zero.
+  cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 10.0));
+  cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "penalty window (-1 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20));
   cmd->add_option("--presence-penalty", o->sp.presence_penalty, "presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "frequency penalty")->capture_default_str();
   cmd->add_option("--seed", o->sp.seed, "random seed")->capture_default_str();

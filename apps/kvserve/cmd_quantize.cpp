@@ -18,7 +18,7 @@ Runner add_quantize(CLI::App& app) {
   cmd->add_option("input", o->in, "input GGUF")->required();
   cmd->add_option("output", o->out, "output GGUF")->required();
   cmd->add_option("type", o->type, "target encoding")->required();
-  cmd->add_option("-t,--threads", o->threads, "worker threads (0 = one per core)")->capture_default_str();
+  add_threads_flag(cmd, &o->threads, "worker threads (0 = one per core)");
 
   return [o]() -> int {
     auto scheme = parse_quant_scheme(o->type);

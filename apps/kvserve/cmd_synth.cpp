@@ -28,7 +28,7 @@ Runner add_synth(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "output GGUF path")->required();
   cmd->add_option("--vocab", o->vocab, "vocab GGUF whose tokenizer is copied")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "worker threads (0 = one per core)")->capture_default_str();
+  add_threads_flag(cmd, &o->threads, "worker threads (0 = one per core)");
   cmd->add_flag("-q,--quiet", o->quiet, "no per-tensor lines");
 
   return [o]() -> int {

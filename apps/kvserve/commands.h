@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/generator.h"
+#include "util/thread_pool.h"
 
 namespace kvserve::cli {
 
@@ -41,6 +42,9 @@ struct EngineFlags {
   int64_t attention_window = 0;    // --attention-window
 };
 void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch);
+// -t/--threads, checked against 0..kMaxThreads, and --block-size, 1..4096 (out of range: exit 2).
+void add_threads_flag(CLI::App* cmd, int* threads, const std::string& help);
+void add_block_size_flag(CLI::App* cmd, int* block_size);
 // --context-overflow, --n-keep and --attention-window (generate, perplexity, logits).
 void add_context_flags(CLI::App* cmd, EngineFlags* f);
 // Builds the generator; prints the error and returns nullptr on failure.

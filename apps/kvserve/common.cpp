@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <tuple>
 
@@ -26,6 +27,29 @@ std::vector<CommandFactory> registered_commands() {
   return out;
 }
 
+namespace {
+// CLI11's NonNegativeNumber names the largest double in its message; this one says it plainly.
+const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || v < 0)
+        return "must be a non-negative integer, got '" + text + "'";
+      return "";
+    },
+    "NONNEGATIVE");
+}  // namespace
+
+void add_threads_flag(CLI::App* cmd, int* threads, const std::string& help) {
+  cmd->add_option("-t,--threads", *threads, help)->check(CLI::Range(0, kMaxThreads));
+}
+
+void add_block_size_flag(CLI::App* cmd, int* block_size) {
+  cmd->add_option("--block-size", *block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+}
+
 void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
   cmd->add_option("-m,--model", f->model, "GGUF model file")->required();
   cmd->add_option("--kv-type", f->kv_type, "KV cache element type of K and V: f32, f16, bf16, q8_0 or q4_0")
@@ -33,9 +57,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags* f, bool with_cache_switch) {
   cmd->add_option("--kv-type-k", f->kv_type_k, "K cache element type (overrides --kv-type)");
   cmd->add_option("--kv-type-v", f->kv_type_v, "V cache element type (overrides --kv-type)");
   cmd->add_option("--kv-memory", f->kv_memory, "KV cache budget: bytes (512MiB) or a fraction of RAM (0.6)");
-  cmd->add_option("--ctx", f->ctx, "context length in tokens (default: the model's)");
-  cmd->add_option("--block-size", f->block_size, "tokens per KV block")->capture_default_str();
-  cmd->add_option("-t,--threads", f->threads, "worker threads (default: one per core)");
+  cmd->add_option("--ctx", f->ctx, "context length in tokens (default: the model's)")->check(kNonNegative);
+  add_block_size_flag(cmd, &f->block_size);
+  add_threads_flag(cmd, &f->threads, "worker threads (default: one per core)");
   if (with_cache_switch)
     cmd->add_flag("--no-cache", f->no_cache, "recompute the whole sequence at every step (use_cache=False)");
 }
@@ -46,10 +70,12 @@ void add_context_flags(CLI::App* cmd, EngineFlags* f) {
                   "tokens after BOS) or shift (keep --n-keep sink tokens, drop half of the rest, go on)")
       ->capture_default_str();
   cmd->add_option("--n-keep", f->n_keep, "tokens a context shift keeps at the start (attention sinks)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kNonNegative);
   cmd->add_option("--attention-window", f->attention_window,
                   "sliding attention window in tokens (0: the model's own, else none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kNonNegative);
 }
 
 std::unique_ptr<Generator> make_generator(const EngineFlags& f, int64_t max_tokens_held) {
@@ -70,14 +96,6 @@ std::unique_ptr<Generator> make_generator(const EngineFlags& f, int64_t max_toke
     }
     *field = *t;
   }
-  if (f.block_size <= 0 || f.block_size > 4096) {
-    std::fprintf(stderr, "error: --block-size must be in 1..4096\n");
-    return nullptr;
-  }
-  if (f.ctx < 0 || f.threads < 0) {
-    std::fprintf(stderr, "error: --ctx and --threads must not be negative\n");
-    return nullptr;
-  }
   o.kv_type = *kv;
   o.kv_memory = f.kv_memory;
   o.ctx = f.ctx;
@@ -87,10 +105,6 @@ std::unique_ptr<Generator> make_generator(const EngineFlags& f, int64_t max_toke
   auto overflow = parse_context_overflow(f.overflow);
   if (!overflow.ok()) {
     std::fprintf(stderr, "error: --context-overflow: %s\n", overflow.status().message().c_str());
-    return nullptr;
-  }
-  if (f.n_keep < 0 || f.attention_window < 0) {
-    std::fprintf(stderr, "error: --n-keep and --attention-window must not be negative\n");
     return nullptr;
   }
   o.context_overflow = *overflow;

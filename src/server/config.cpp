@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "server/access_control.h"
+#include "util/thread_pool.h"
 #include "util/units.h"
 
 extern char** environ;
@@ -140,7 +141,8 @@ const std::map<std::string, Setter>& setters() {
        [](ServerConfig* c, const std::string& v, const std::string& src, const std::string& key) -> Status {
          auto b = parse_bytes(v);
          if (!b.ok()) return bad(src, key, b.status().message());
-         if (*b < 64 || *b > (uint64_t(1) << 30)) return bad(src, key, "must be in 64 bytes..1GiB, got '" + v + "'");
+         if (*b < 64 || *b > (uint64_t(1) << 30))
+           return bad(src, key, "must be in 64 bytes..1GiB, got '" + v + "'");
          c->max_body_bytes = *b;
          return Status::ok_status();
        }},
@@ -173,9 +175,9 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"log_format", choice_key(&ServerConfig::log_format, {"text", "json"})},
       {"log_level", choice_key(&ServerConfig::log_level, {"debug", "info", "warn", "error", "off"})},
-      {"threads", int_key(&ServerConfig::threads, 0, 1024)},
-      {"chat_template", choice_key(&ServerConfig::chat_template,
-                                   {"", "auto", "chatml", "llama2", "llama3", "mistral", "zephyr", "phi3", "plain"})},
+      {"threads", int_key(&ServerConfig::threads, 0, kMaxThreads)},
+      {"chat_template", choice_key(&ServerConfig::chat_template, {"", "auto", "chatml", "llama2", "llama3",
+                                                                  "mistral", "zephyr", "phi3", "plain"})},
       {"http_threads", int_key(&ServerConfig::http_threads, 0, 4096)},
       {"shutdown_timeout", seconds_key(&ServerConfig::shutdown_timeout)},
       {"api_key", text_key(&ServerConfig::api_key)},

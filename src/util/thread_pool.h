@@ -30,6 +30,10 @@
 
 namespace kvserve {
 
+// The most worker threads any flag or config key may ask for: far past any core count, and a
+// bound that keeps a typo (-t 100000) from ending in a failed thread creation.
+constexpr int kMaxThreads = 1024;
+
 class ThreadPool {
  public:
   // num_threads <= 0 means the number of online cores.

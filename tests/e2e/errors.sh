@@ -22,6 +22,11 @@ expect_usage "an unknown subcommand is named, with the known ones" "unknown subc
 expect_usage "a required flag missing" "--model" "$KVSERVE" generate
 expect_usage "an unknown flag" "--bogus" "$KVSERVE" tokenize -m "$STORIES" -p hi --bogus
 expect_usage "a flag's bad value" "port" "$KVSERVE" serve -m "$STORIES" --port abc
+expect_usage "-t past the thread limit (a failed thread creation before)" "threads.*1024" "$KVSERVE" generate -m "$STORIES" -p hi -t 100000
+expect_usage "bench -t past the thread limit" "threads" "$KVSERVE" bench -m "$STORIES" -t 5000
+expect_usage "a negative --ctx" "ctx.*non-negative" "$KVSERVE" generate -m "$STORIES" -p hi --ctx -1
+expect_usage "--block-size 0" "block-size" "$KVSERVE" generate -m "$STORIES" -p hi --block-size 0
+expect_usage "--repeat-penalty 0 (would divide the logits by zero)" "repeat-penalty" "$KVSERVE" generate -m "$STORIES" -p hi --repeat-penalty 0
 "$KVSERVE" --help >"$TMP/out" 2>&1
 check "--help exits 0 and prints the usage" sh -c "test $? = 0 && grep -q Usage '$TMP/out'"
 expect_error "missing model" "no-such.gguf" "$KVSERVE" generate -m "$TMP/no-such.gguf" -p hi
