@@ -1,6 +1,8 @@
 // kvserve logits: every position's logits for a token sequence, in the golden binary format:
 // int32 n_tokens, int32 n_vocab, int32 tokens[n_tokens], float32 logits[n_tokens][n_vocab] (LE).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "commands.h"
 
@@ -47,7 +49,7 @@ Runner add_logits(CLI::App& app) {
     }
     FILE* f = std::fopen(o->out.c_str(), "wb");
     if (!f) {
-      std::perror(o->out.c_str());
+      std::fprintf(stderr, "error: %s: cannot create: %s\n", o->out.c_str(), std::strerror(errno));
       return 1;
     }
     int32_t header[2] = {int32_t(ids.size()), gen->model().hparams().n_vocab};

@@ -350,6 +350,15 @@ Expected<std::vector<uint8_t>> GgufWriter::to_bytes() const {
   return out;
 }
 
+Status GgufWriter::check_writable(const std::string& path) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) return io_error(path + ": cannot create a file there: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  return Status::ok_status();
+}
+
 Status GgufWriter::write_file(const std::string& path) const {
   if (!status_.ok()) return status_;
   std::string tmp = path + ".tmp.XXXXXX";

@@ -70,6 +70,9 @@ class GgufWriter {
   // Writes `path` via a temporary file in the same folder renamed into place, so a failed
   // write never leaves a truncated file under the final name. Errors name the path.
   Status write_file(const std::string& path) const;
+  // Whether write_file(path) could create its temporary file (one is created and removed):
+  // callers that spend minutes building the tensors check this first.
+  static Status check_writable(const std::string& path);
 
  private:
   struct Tensor {

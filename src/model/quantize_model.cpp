@@ -104,6 +104,7 @@ Expected<QuantizeStats> quantize_model(const std::string& in_path, const std::st
                                        const QuantScheme& scheme, int threads,
                                        const std::function<void(const TensorReport&)>& on_tensor) {
   KVS_ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> in, GgufFile::open(in_path));
+  KVS_RETURN_IF_ERROR(GgufWriter::check_writable(out_path));  // before minutes of encoding
   const GgufFile& f = *in;
   for (const GgufTensorInfo& t : f.tensors())
     if (!is_supported_weight_type(t.type))

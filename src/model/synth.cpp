@@ -129,6 +129,7 @@ Expected<SynthResult> synth_model(const SynthSpec& spec, const QuantScheme& sche
   if (!tokens || tokens->array_size() == 0)
     return invalid_argument("synth: " + opts.vocab_path + " has no tokenizer.ggml.tokens");
   const int n_vocab = int(tokens->array_size());
+  KVS_RETURN_IF_ERROR(GgufWriter::check_writable(out_path));  // before the tensors are drawn
 
   GgufWriter w;
   add_hparams(w, spec, scheme);

@@ -29,6 +29,11 @@ expect_usage "--block-size 0" "block-size" "$KVSERVE" generate -m "$STORIES" -p 
 expect_usage "--repeat-penalty 0 (would divide the logits by zero)" "repeat-penalty" "$KVSERVE" generate -m "$STORIES" -p hi --repeat-penalty 0
 "$KVSERVE" --help >"$TMP/out" 2>&1
 check "--help exits 0 and prints the usage" sh -c "test $? = 0 && grep -q Usage '$TMP/out'"
+# An output that cannot be written fails before the work, naming the path.
+expect_error "quantize into a missing folder" "no-dir/q.gguf: cannot create" "$KVSERVE" quantize "$STORIES" "$TMP/no-dir/q.gguf" q8_0
+check "... before any tensor is encoded" test ! -s "$TMP/out"
+expect_error "synth into a missing folder" "no-dir/s.gguf: cannot create" "$KVSERVE" synth --preset smollm-135m --type q8_0 --vocab "$SHARED/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" -o "$TMP/no-dir/s.gguf"
+expect_error "logits into a missing folder" "error: .*no-dir/l.bin: cannot create" "$KVSERVE" logits -m "$STORIES" -p hi -o "$TMP/no-dir/l.bin"
 expect_error "missing model" "no-such.gguf" "$KVSERVE" generate -m "$TMP/no-such.gguf" -p hi
 head -c 1000 "$STORIES" >"$TMP/trunc.gguf"
 expect_error "truncated model" "trunc.gguf" "$KVSERVE" generate -m "$TMP/trunc.gguf" -p hi
