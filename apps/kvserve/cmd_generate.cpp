@@ -1,8 +1,11 @@
 // kvserve generate: text after a prompt, streamed to stdout; a timing summary on stderr.
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "engine/context_policy.h"
+#include "engine/sampler.h"
 #include "util/units.h"
 
 namespace kvserve::cli {
@@ -15,6 +18,7 @@ Runner add_generate(CLI::App& app) {
     SamplingParams sp;
     bool echo = false;
     bool no_bos = false;
+    std::vector<std::string> logit_bias;  // "ID=BIAS"
   };
   auto o = std::make_shared<Opts>();
   add_engine_flags(cmd, &o->engine, true);
@@ -36,6 +40,8 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "frequency penalty")->capture_default_str();
   cmd->add_option("--seed", o->sp.seed, "random seed")->capture_default_str();
   cmd->add_option("--stop", o->sp.stop, "stop string (repeatable)");
+  cmd->add_option("--logit-bias", o->logit_bias,
+                  "ID=BIAS: add BIAS (-100..100; -100 bans) to token ID's logit (repeatable)");
   cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "do not stop at end-of-generation tokens");
   cmd->add_flag("--echo", o->echo, "print the detokenized prompt first");
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS even if the model asks for it");
@@ -45,6 +51,20 @@ Runner add_generate(CLI::App& app) {
     if (o->sp.max_tokens < 0) {
       std::fprintf(stderr, "error: -n must be >= 0\n");
       return 2;
+    }
+    for (const std::string& entry : o->logit_bias) {
+      const size_t eq = entry.find('=');
+      char* id_end = nullptr;
+      char* bias_end = nullptr;
+      const long long id = eq == std::string::npos ? -1 : std::strtoll(entry.c_str(), &id_end, 10);
+      const float bias = eq == std::string::npos ? 0 : std::strtof(entry.c_str() + eq + 1, &bias_end);
+      if (eq == std::string::npos || id_end != entry.c_str() + eq || id < 0 || id > INT32_MAX ||
+          eq + 1 == entry.size() || *bias_end != '\0') {
+        std::fprintf(stderr, "error: --logit-bias: expected ID=BIAS (e.g. 13=-100), got '%s'\n",
+                     entry.c_str());
+        return 2;
+      }
+      o->sp.logit_bias.emplace_back(int32_t(id), bias);
     }
     if (o->sp.top_p <= 0 || o->sp.top_p > 1 || o->sp.min_p < 0 || o->sp.min_p > 1) {
       std::fprintf(stderr, "error: --top-p must be in (0, 1] and --min-p in [0, 1]\n");
@@ -57,6 +77,11 @@ Runner add_generate(CLI::App& app) {
     auto gen = make_generator(o->engine, most_tokens);
     if (!gen) return 1;
     const Tokenizer& tok = gen->tokenizer();
+    if (Status st = check_logit_bias(o->sp, tok.n_vocab()); !st.ok()) {
+      std::fprintf(stderr, "error: --logit-bias: %s\n",
+                   st.message().substr(st.message().find(": ") + 2).c_str());
+      return 2;
+    }
     std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos, false);
     if (prompt.empty()) {
       std::fprintf(stderr, "error: the prompt encodes to no tokens\n");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvserve {
@@ -20,6 +21,14 @@ struct SamplingParams {
   int max_tokens = 128;
   std::vector<std::string> stop;   // generation ends before the first occurrence of any
   bool ignore_eos = false;         // keep going past end-of-generation tokens
+  // (token id, bias) pairs added to those tokens' logits after the penalties, before greedy or
+  // sampling; a bias of -100 or less bans the token (its logit becomes -inf). The logprobs a
+  // request reports stay the model's own.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
+
+// The bounds of a logit bias (OpenAI's) and of how many tokens one request may bias.
+constexpr float kMaxLogitBias = 100.0f;
+constexpr size_t kMaxLogitBiasTokens = 1024;
 
 }  // namespace kvserve

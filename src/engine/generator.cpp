@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "engine/kv_arena_size.h"
+#include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 #include "model/kv_shift.h"
 #include "model/paged_attention.h"
@@ -93,6 +94,7 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
     return invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
                             std::to_string(ctx_) + " tokens");
   if (params.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
+  KVS_RETURN_IF_ERROR(check_logit_bias(params, model_->hparams().n_vocab));
   GenerationResult res;
   res.prompt_tokens = int64_t(prompt.size());
   std::vector<int32_t> seq = prompt;  // prompt + generated

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <unordered_map>
 
 namespace kvserve {
@@ -32,10 +34,42 @@ void Sampler::apply_penalties(std::span<const int32_t> history) {
   }
 }
 
+Status check_logit_bias(const SamplingParams& params, int32_t n_vocab) {
+  if (params.logit_bias.size() > kMaxLogitBiasTokens)
+    return invalid_argument("logit_bias: at most " + std::to_string(kMaxLogitBiasTokens) + " tokens, got " +
+                            std::to_string(params.logit_bias.size()));
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id < 0 || id >= n_vocab)
+      return invalid_argument("logit_bias: token " + std::to_string(id) + " is outside the vocabulary of " +
+                              std::to_string(n_vocab) + " tokens");
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
+      return invalid_argument("logit_bias: the bias of token " + std::to_string(id) +
+                              " must be in [-100, 100]");
+  }
+  return Status::ok_status();
+}
+
+void Sampler::apply_logit_bias() {
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id < 0 || size_t(id) >= cand_.size()) continue;
+    float& l = cand_[size_t(id)].logit;
+    l = bias <= -kMaxLogitBias ? -std::numeric_limits<float>::infinity() : l + bias;
+  }
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
   apply_penalties(history);
+  if (!params_.logit_bias.empty()) {
+    apply_logit_bias();
+    // Every token banned: the bans cannot all hold, so they are dropped for this step.
+    if (std::all_of(cand_.begin(), cand_.end(),
+                    [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; })) {
+      for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
+      apply_penalties(history);
+    }
+  }
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

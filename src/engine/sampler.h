@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvserve/sampling_params.h"
+#include "util/status.h"
 
 namespace kvserve {
 
@@ -22,6 +23,10 @@ class Rng {
   uint64_t state_;
 };
 
+// invalid_argument naming the first logit_bias entry out of range: a token id outside
+// [0, n_vocab), a bias outside [-kMaxLogitBias, kMaxLogitBias], or more than kMaxLogitBiasTokens.
+Status check_logit_bias(const SamplingParams& params, int32_t n_vocab);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
@@ -36,6 +41,7 @@ class Sampler {
     float p;
   };
   void apply_penalties(std::span<const int32_t> history);
+  void apply_logit_bias();
 
   SamplingParams params_;
   Rng rng_;

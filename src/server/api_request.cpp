@@ -78,6 +78,53 @@ Status get_stop(const json& j, std::vector<std::string>* out) {
   return Status::ok_status();
 }
 
+// logit_bias: OpenAI's object of token id (a decimal string) -> bias, or llama.cpp's array of
+// [id, bias] pairs where a bias of false bans the token. Biases in [-100, 100]; the ids are checked
+// against the vocabulary by the engine (check_logit_bias).
+Status get_logit_bias(const json& j, std::vector<std::pair<int32_t, float>>* out) {
+  auto it = j.find("logit_bias");
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  if (!it->is_object() && !it->is_array())
+    return field_error("logit_bias",
+                       "expected an object of token id -> bias, or an array of [id, bias] pairs");
+  if (it->size() > kMaxLogitBiasTokens)
+    return field_error("logit_bias", "at most " + std::to_string(kMaxLogitBiasTokens) + " tokens");
+  std::vector<std::pair<int32_t, float>> biases;
+  auto add = [&](int64_t id, const json& bias, const std::string& where) -> Status {
+    if (id < 0 || id > INT32_MAX) return field_error(where, "token ids are non-negative integers");
+    float b;
+    if (bias.is_boolean() && !bias.get<bool>()) {
+      b = -kMaxLogitBias;
+    } else if (bias.is_number() && bias.get<double>() >= -kMaxLogitBias &&
+               bias.get<double>() <= kMaxLogitBias) {
+      b = bias.get<float>();
+    } else {
+      return field_error(where, "the bias must be a number in [-100, 100] (or false: ban)");
+    }
+    biases.emplace_back(int32_t(id), b);
+    return Status::ok_status();
+  };
+  if (it->is_object()) {
+    for (const auto& [key, bias] : it->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0')
+        return field_error("logit_bias", "keys are token ids, got '" + key + "'");
+      KVS_RETURN_IF_ERROR(add(id, bias, "logit_bias[\"" + key + "\"]"));
+    }
+  } else {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& pair = (*it)[i];
+      const std::string where = "logit_bias[" + std::to_string(i) + "]";
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+        return field_error(where, "expected [token id, bias]");
+      KVS_RETURN_IF_ERROR(add(pair[0].get<int64_t>(), pair[1], where));
+    }
+  }
+  *out = std::move(biases);
+  return Status::ok_status();
+}
+
 Status get_prompt(const json& j, ApiRequest* r) {
   auto it = j.find("prompt");
   if (it == j.end() || it->is_null()) return field_error("prompt", "required");
@@ -144,7 +191,7 @@ Status get_messages(const json& j, ApiRequest* r) {
 // that sets one to anything but its neutral value is refused (400 naming it) rather than answered
 // as if it had not (a caller asking for JSON output or a tool call would otherwise get free text).
 // Neutral values, which client libraries send by default, pass: null, "text" formats, empty
-// tool lists and biases, "none"/"auto" tool choices without tools, echo false, best_of 1.
+// tool lists, "none"/"auto" tool choices without tools, echo false, best_of 1.
 Status reject_unhonoured(const json& j) {
   const auto given = [&](const char* f) { return j.contains(f) && !j[f].is_null(); };
   if (given("response_format")) {
@@ -155,9 +202,8 @@ Status reject_unhonoured(const json& j) {
   for (const char* f : {"tools", "functions"})
     if (given(f) && !(j[f].is_array() && j[f].empty())) return field_error(f, "function calling is not supported");
   for (const char* f : {"tool_choice", "function_call"})
-    if (given(f) && j[f] != "none" && j[f] != "auto") return field_error(f, "function calling is not supported");
-  if (given("logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
-    return field_error("logit_bias", "not supported");
+    if (given(f) && j[f] != "none" && j[f] != "auto")
+      return field_error(f, "function calling is not supported");
   if (given("echo") && j["echo"] != false) return field_error("echo", "not supported (only false)");
   if (given("suffix") && j["suffix"] != "") return field_error("suffix", "not supported (insertion)");
   if (given("best_of") && j["best_of"] != 1) return field_error("best_of", "only 1 is supported");
@@ -204,6 +250,7 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   KVS_RETURN_IF_ERROR(get_int(j, "seed", 0, INT64_MAX, &seed, &seed_given));
   if (seed_given) p.seed = uint64_t(seed);
   KVS_RETURN_IF_ERROR(get_stop(j, &p.stop));
+  KVS_RETURN_IF_ERROR(get_logit_bias(j, &p.logit_bias));
   KVS_RETURN_IF_ERROR(get_bool(j, "ignore_eos", &p.ignore_eos));
   KVS_RETURN_IF_ERROR(get_bool(j, "stream", &r->stream));
   KVS_RETURN_IF_ERROR(get_string(j, "model", &r->model));

@@ -81,6 +81,22 @@ check "/tokenize equals kvserve tokenize" test "$api_toks" = "$cli_toks"
 toks_json=$(jget "$TMP/body" 'json.dumps(j["tokens"])')
 code=$(post /detokenize "{\"tokens\":$toks_json}")
 check "/detokenize round-trips" test "$(jget "$TMP/body" 'j["content"]' | trim)" = "$P"
+# logit_bias: ban the greedy first token (the last token of prompt + that answer); the answer
+# changes, no longer starts with it, and equals `kvserve generate --logit-bias` token for token.
+post /generate "{\"prompt\":\"$P\",\"max_tokens\":1,\"temperature\":0}" >/dev/null
+first=$(jget "$TMP/body" 'j["text"]')
+post /tokenize "$(python3 -c 'import json,sys; print(json.dumps({"content": sys.argv[1] + sys.argv[2]}))' "$P" "$first")" >/dev/null
+first_id=$(jget "$TMP/body" 'j["tokens"][-1]')
+code=$(post /generate "{\"prompt\":\"$P\",\"max_tokens\":12,\"temperature\":0,\"logit_bias\":{\"$first_id\":-100}}")
+check "logit_bias 200" test "$code" = 200
+jget "$TMP/body" 'j["text"]' >"$TMP/banned"
+check "a banned greedy token is not generated first (token $first_id, '$first')" \
+  test "$(python3 -c 'import sys; print(open(sys.argv[1]).read().startswith(sys.argv[2]))' "$TMP/banned" "$first")" = False
+"$KVSERVE" generate -m "$STORIES" -p "$P" -n 12 --temp 0 --logit-bias "$first_id=-100" 2>/dev/null >"$TMP/cli_banned"
+check "the same ban through kvserve generate gives the same text" test "$(trim <"$TMP/banned")" = "$(trim <"$TMP/cli_banned")"
+check "logit_bias on a token outside the vocabulary is 400" \
+  test "$(post /v1/completions "{\"prompt\":\"x\",\"logit_bias\":{\"99999999\":1}}")" = 400
+check "... naming logit_bias" grep -q logit_bias "$TMP/body"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models")
 check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " + str(len(j["data"]))')" = "list 1"
 

@@ -110,6 +110,51 @@ TEST(Sampler, RepetitionPenaltyChangesGreedyChoice) {
   EXPECT_EQ(s2.sample(l, {}), 0);
 }
 
+TEST(Sampler, LogitBiasBansAndForcesTokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  const auto l = logits_of({0.1f, 3.0f, -1.0f, 2.0f});
+  p.logit_bias = {{1, -100.0f}};  // a ban: the runner-up wins
+  EXPECT_EQ(Sampler(p).sample(l, {}), 3);
+  p.logit_bias = {{1, -0.5f}};  // a plain bias: 2.5 still beats 2.0
+  EXPECT_EQ(Sampler(p).sample(l, {}), 1);
+  p.logit_bias = {{1, -1.5f}};  // 1.5 loses to 2.0
+  EXPECT_EQ(Sampler(p).sample(l, {}), 3);
+  p.logit_bias = {{2, 100.0f}};  // forced
+  EXPECT_EQ(Sampler(p).sample(l, {}), 2);
+  // A banned token is never drawn, whatever the seed.
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.logit_bias = {{1, -100.0f}, {3, -100.0f}};
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    p.seed = seed;
+    const int32_t t = Sampler(p).sample(l, {});
+    EXPECT_TRUE(t == 0 || t == 2) << t;
+  }
+  // Every token banned: the bans are dropped for the step (greedy on the model's logits).
+  p.temperature = 0;
+  p.logit_bias = {{0, -100.0f}, {1, -100.0f}, {2, -100.0f}, {3, -100.0f}};
+  EXPECT_EQ(Sampler(p).sample(l, {}), 1);
+}
+
+TEST(Sampler, CheckLogitBiasRanges) {
+  SamplingParams p;
+  p.logit_bias = {{0, -100.0f}, {511, 100.0f}};
+  EXPECT_TRUE(check_logit_bias(p, 512).ok());
+  p.logit_bias = {{512, 1.0f}};
+  EXPECT_NE(check_logit_bias(p, 512).message().find("token 512"), std::string::npos);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(check_logit_bias(p, 512).ok());
+  p.logit_bias = {{3, 100.5f}};
+  EXPECT_FALSE(check_logit_bias(p, 512).ok());
+  p.logit_bias = {{3, std::nanf("")}};
+  EXPECT_FALSE(check_logit_bias(p, 512).ok());
+  p.logit_bias.assign(kMaxLogitBiasTokens + 1, {0, 1.0f});
+  EXPECT_FALSE(check_logit_bias(p, 512).ok());
+}
+
 TEST(StopMatcher, HoldsBackPartialStopAndCuts) {
   StopMatcher m({"END", "\n\n"});
   EXPECT_EQ(m.push("hello E"), "hello ");

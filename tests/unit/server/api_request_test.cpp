@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace kvserve::server {
 namespace {
 
@@ -158,7 +160,6 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
       {R"("tool_choice":"required")", "tool_choice"},
       {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
       {R"("function_call":{"name":"f"})", "function_call"},
-      {R"("logit_bias":{"50256":-100})", "logit_bias"},
       {R"("echo":true)", "echo"},
       {R"("suffix":"end")", "suffix"},
       {R"("best_of":3)", "best_of"},
@@ -168,6 +169,36 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
     ASSERT_FALSE(r.ok()) << field;
     EXPECT_EQ(r.status().message().rfind(name, 0), 0u) << r.status().message();
   }
+}
+
+TEST(ApiRequest, LogitBiasInBothForms) {
+  // OpenAI's object of id strings, and llama.cpp's [id, bias] pairs with false as a ban.
+  auto r = parse(R"({"prompt":"x","logit_bias":{"13":-100,"7":2.5}})", Route::kCompletion);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto biases = r->params.logit_bias;
+  std::sort(biases.begin(), biases.end());
+  EXPECT_EQ(biases, (std::vector<std::pair<int32_t, float>>{{7, 2.5f}, {13, -100.0f}}));
+  r = parse(R"({"prompt":"x","logit_bias":[[13,false],[7,-1]]})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->params.logit_bias, (std::vector<std::pair<int32_t, float>>{{13, -100.0f}, {7, -1.0f}}));
+  EXPECT_TRUE(parse(R"({"prompt":"x","logit_bias":{}})")->params.logit_bias.empty());
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"prompt":"x","logit_bias":{"x":1}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"-3":1}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"3":100.5}})", "logit_bias[\"3\"]"},
+      {R"({"prompt":"x","logit_bias":{"3":true}})", "logit_bias[\"3\"]"},
+      {R"({"prompt":"x","logit_bias":[[3]]})", "logit_bias[0]"},
+      {R"({"prompt":"x","logit_bias":[["3",1]]})", "logit_bias[0]"},
+      {R"({"prompt":"x","logit_bias":7})", "logit_bias"},
+  };
+  for (const auto& [body, field] : bad) {
+    auto e = parse(body);
+    ASSERT_FALSE(e.ok()) << body;
+    EXPECT_EQ(e.status().message().rfind(field, 0), 0u) << body << " -> " << e.status().message();
+  }
+  std::string many = R"({"prompt":"x","logit_bias":{)";
+  for (size_t i = 0; i <= kMaxLogitBiasTokens; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+  EXPECT_FALSE(parse(many + "}}").ok());
 }
 
 TEST(ApiRequest, ResolveMaxTokensAgainstTheContext) {
