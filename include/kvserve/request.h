@@ -23,6 +23,10 @@ struct GenerationRequest {
   SamplingParams params;
   bool logprobs = false;        // report the log-probability of every generated token
   int top_logprobs = 0;         // and of this many most likely alternatives (0..20)
+  // Report the log-probability of every prompt token after the first (each given the tokens
+  // before it; with top_logprobs alternatives), in the request's first delta. The prompt then
+  // runs in full, without prefix-cache hits, and max_tokens may be 0 (score the prompt only).
+  bool prompt_logprobs = false;
   std::string cache_salt;       // tenant namespace for prefix-cache sharing
   double timeout_seconds = 0;   // wall time from submit(); 0: no limit
 };
@@ -40,6 +44,8 @@ struct StreamDelta {
   std::string text;
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;  // one per token when GenerationRequest::logprobs
+  // GenerationRequest::prompt_logprobs, in the first delta only: entry i is prompt token i + 1.
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 struct RequestResult {

@@ -300,12 +300,16 @@ void Engine::Impl::admit_pending() {
     auto a = std::make_unique<ActiveRequest>(std::move(p), *tokenizer);
     a->result.prompt_tokens = int64_t(a->request.prompt.size());
     if (config.prefix_cache) a->ns = prefix_namespace(fingerprint, kv_signature, a->request.cache_salt);
-    Status st = scheduler.add(id, a->request.prompt, a->ns);
+    if (a->request.prompt_logprobs) a->prompt_logprobs.resize(a->request.prompt.size() - 1);
+    a->prompt_logprobs_complete = a->request.prompt.size() <= 1;  // nothing after the first token
+    Status st = scheduler.add(id, a->request.prompt, a->ns, a->request.prompt_logprobs);
+    const bool runs_prompt =
+        a->request.params.max_tokens > 0 || (a->request.prompt_logprobs && a->request.prompt.size() > 1);
     active.emplace(id, std::move(a));
     if (!st.ok()) {
       finish(id, "error", st.to_string());
-    } else if (active[id]->request.params.max_tokens == 0) {
-      finish(id, "length");  // nothing to generate: answer without running the prompt
+    } else if (!runs_prompt) {
+      finish(id, "length");  // nothing to generate or score: answer without running the prompt
     }
   }
   num_waiting.store(size_t(scheduler.num_waiting()));
@@ -346,7 +350,11 @@ void Engine::Impl::step() {
       a.result.cached_tokens = scheduler.find(c.seq)->num_cached_tokens;
     }
   }
-  Status st = runner.run(out, scheduler, cache, &logits);
+  // Chunks whose prompt positions are scored return every position's logits (rows in chunk order).
+  all_logits.assign(out.chunks.size(), 0);
+  for (size_t i = 0; i < out.chunks.size(); ++i)
+    all_logits[i] = active.at(out.chunks[i].seq)->wants_all_logits(out.chunks[i]) ? 1 : 0;
+  Status st = runner.run(out, scheduler, cache, &logits, all_logits);
   ++steps_total;
   collect_lifetimes();
   if (!st.ok()) {
@@ -363,12 +371,24 @@ void Engine::Impl::step() {
     return;
   }
   const size_t n_vocab = size_t(runner.n_vocab());
+  size_t row = 0;  // this chunk's first row of `logits`
   for (size_t i = 0; i < out.chunks.size(); ++i) {
     const ScheduledChunk& c = out.chunks[i];
-    if (!c.sample) continue;
+    const size_t rows = all_logits[i] ? size_t(c.num_tokens) : 1;
+    const float* last_row = logits.data() + (row + rows - 1) * n_vocab;
     auto it = active.find(c.seq);
+    if (it != active.end() && it->second->request.prompt_logprobs) {
+      ActiveRequest& a = *it->second;
+      if (all_logits[i]) score_prompt(a, c, logits.data() + row * n_vocab);
+      // Chunks run a prompt in order from position 0 (no prefix hit, and a preempted sequence
+      // starts over), so the chunk that reaches the prompt's end completes the scores (it may
+      // hold just the last token, which scores nothing).
+      if (c.start_pos + c.num_tokens >= int64_t(a.request.prompt.size())) a.prompt_logprobs_complete = true;
+    }
+    row += rows;
+    if (!c.sample) continue;
     if (it == active.end()) continue;
-    postprocess(*it->second, c.seq, logits.data() + i * n_vocab);
+    postprocess(*it->second, c.seq, last_row);
     if (!config.use_cache && active.count(c.seq) != 0) {
       // The no-cache baseline: forget the K/V so the next step recomputes everything.
       Status rs = scheduler.reset_computed(c.seq);
@@ -377,8 +397,31 @@ void Engine::Impl::step() {
   }
 }
 
+void Engine::Impl::score_prompt(ActiveRequest& a, const ScheduledChunk& c, const float* rows) {
+  const std::vector<int32_t>& prompt = a.request.prompt;
+  const size_t n_vocab = size_t(runner.n_vocab());
+  // Row j holds position start_pos + j's logits: they score the token after it.
+  for (int64_t j = 0; j < c.num_tokens; ++j) {
+    const int64_t pos = c.start_pos + j;
+    if (pos + 1 >= int64_t(prompt.size())) break;
+    const std::span<const float> lg(rows + size_t(j) * n_vocab, n_vocab);
+    a.prompt_logprobs[size_t(pos)] = token_logprobs(lg, prompt[size_t(pos + 1)], a.request.top_logprobs);
+  }
+}
+
 void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
   const std::span<const float> lg(row, size_t(runner.n_vocab()));
+  if (a.request.prompt_logprobs && a.prompt_logprobs_complete && !a.prompt_logprobs_sent) {
+    // The scores go out in a delta of their own, before any token's.
+    StreamDelta d;
+    d.prompt_logprobs = std::move(a.prompt_logprobs);
+    a.prompt_logprobs_sent = true;
+    RequestHandleWriter::push(*a.handle, std::move(d));
+    if (a.request.params.max_tokens == 0) {
+      finish(id, "length");  // the prompt was only to be scored
+      return;
+    }
+  }
   const Sequence* s = scheduler.find(id);
   const int32_t tok = a.sampler.sample(lg, s->tokens);
   const SteadyTime now = Clock::now();

@@ -49,6 +49,17 @@ struct ActiveRequest {
   RequestResult result;
   std::shared_ptr<PinOutcome> pin;  // pin requests only
   BlockHash ns;                     // prefix-cache namespace ({} when prefix caching is off)
+  // GenerationRequest::prompt_logprobs: entry p is prompt token p + 1's, filled as the prompt's
+  // chunks run; complete once the chunk reaching the prompt's end has run; sent with the first
+  // delta after that.
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool prompt_logprobs_complete = false;
+  bool prompt_logprobs_sent = false;
+  // Whether this step's chunk of the sequence must return every position's logits.
+  bool wants_all_logits(const ScheduledChunk& c) const {
+    return request.prompt_logprobs && !prompt_logprobs_complete &&
+           c.start_pos + 1 < int64_t(request.prompt.size());
+  }
 };
 
 struct Engine::Impl {
@@ -61,6 +72,8 @@ struct Engine::Impl {
   void expire(SteadyTime now);
   void step();
   void postprocess(ActiveRequest& a, SeqId id, const float* row);
+  // Scores the prompt tokens after chunk c's positions from its rows ([c.num_tokens][n_vocab]).
+  void score_prompt(ActiveRequest& a, const ScheduledChunk& c, const float* rows);
   // Shifts a sequence whose context is full (context_overflow shift); false when it could not
   // (the request was then finished with "length").
   bool shift_context(ActiveRequest& a, SeqId id);
@@ -90,7 +103,9 @@ struct Engine::Impl {
   Scheduler scheduler;
   ModelRunner runner;
   std::unordered_map<SeqId, std::unique_ptr<ActiveRequest>> active;
-  std::vector<float> logits;  // [num chunks][n_vocab] of the last step
+  std::vector<float>
+      logits;  // [rows][n_vocab] of the last step: one per chunk, num_tokens for all_logits ones
+  std::vector<uint8_t> all_logits;  // per chunk of the last step: every position's logits wanted
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t requests_finished = 0;

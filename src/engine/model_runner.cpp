@@ -16,10 +16,11 @@ void ModelRunner::apply_shift(const KvShiftPlan& plan, std::span<const int32_t> 
 }
 
 Status ModelRunner::run(const ScheduleOutput& out, const Scheduler& scheduler, const KvCacheManager& cache,
-                        std::vector<float>* logits) {
+                        std::vector<float>* logits, const std::vector<uint8_t>& all_logits) {
   batch_.tokens.clear();
   batch_.chunks.clear();
-  for (const ScheduledChunk& c : out.chunks) {
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
     const Sequence* s = scheduler.find(c.seq);
     if (s == nullptr) return internal_error("scheduled sequence " + std::to_string(c.seq) + " is unknown");
     if (c.num_tokens < 1 || c.start_pos < 0 || c.start_pos + c.num_tokens > s->num_tokens())
@@ -31,7 +32,7 @@ Status ModelRunner::run(const ScheduleOutput& out, const Scheduler& scheduler, c
     sc.num_tokens = c.num_tokens;
     // The table stays valid through run(): nothing mutates the cache manager meanwhile.
     sc.block_table = cache.block_table(c.seq);
-    sc.all_logits = false;
+    sc.all_logits = i < all_logits.size() && all_logits[i] != 0;
     sc.window = window_;
     batch_.chunks.push_back(sc);
   }

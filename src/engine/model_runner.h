@@ -25,8 +25,10 @@ class ModelRunner {
   // n_vocab floats per chunk, in chunk order ([out.chunks.size()][n_vocab]); rows of chunks
   // without `sample` are computed but unused. The chunks' slots must already be reserved in
   // `cache` (Scheduler::schedule does). An error leaves the KV cache contents untouched.
+  // all_logits (empty, or one flag per chunk): a flagged chunk gets num_tokens rows (one per
+  // position, the last being the one to sample from) instead of one; rows stay in chunk order.
   Status run(const ScheduleOutput& out, const Scheduler& scheduler, const KvCacheManager& cache,
-             std::vector<float>* logits);
+             std::vector<float>* logits, const std::vector<uint8_t>& all_logits = {});
 
   int n_vocab() const { return n_vocab_; }
 

@@ -12,6 +12,8 @@ void append_delta(StreamDelta& into, StreamDelta&& d) {
   into.text += d.text;
   into.tokens.insert(into.tokens.end(), d.tokens.begin(), d.tokens.end());
   for (TokenLogprob& lp : d.logprobs) into.logprobs.push_back(std::move(lp));
+  // Prompt scores come once, in the first delta, so at most one side holds any.
+  if (into.prompt_logprobs.empty()) into.prompt_logprobs = std::move(d.prompt_logprobs);
 }
 
 }  // namespace
@@ -56,7 +58,8 @@ bool RequestHandle::cancel_requested() const {
 }
 
 void RequestHandleWriter::push(RequestHandle& h, StreamDelta delta) {
-  if (delta.text.empty() && delta.tokens.empty() && delta.logprobs.empty()) return;
+  if (delta.text.empty() && delta.tokens.empty() && delta.logprobs.empty() && delta.prompt_logprobs.empty())
+    return;
   {
     std::lock_guard<std::mutex> lock(h.mu_);
     if (h.finished_) return;

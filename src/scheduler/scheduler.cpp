@@ -10,7 +10,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& cache) : con
   KVS_ASSERT(config_.max_batched_tokens >= 1, "max_batched_tokens must be >= 1");
 }
 
-Status Scheduler::add(SeqId id, std::vector<int32_t> prompt, BlockHash ns) {
+Status Scheduler::add(SeqId id, std::vector<int32_t> prompt, BlockHash ns, bool compute_whole_prompt) {
   if (seqs_.count(id) != 0) return invalid_argument("sequence " + std::to_string(id) + " already exists");
   if (prompt.empty()) return invalid_argument("sequence " + std::to_string(id) + " has an empty prompt");
   auto s = std::make_unique<Sequence>();
@@ -19,6 +19,7 @@ Status Scheduler::add(SeqId id, std::vector<int32_t> prompt, BlockHash ns) {
   s->num_prompt_tokens = int64_t(prompt.size());
   s->tokens = std::move(prompt);
   s->ns = ns;
+  s->compute_whole_prompt = compute_whole_prompt;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
   return Status::ok_status();
@@ -150,10 +151,11 @@ bool Scheduler::admit_front(ScheduleOutput& out, int64_t& budget) {
   PrefixMatch match;
   if (prefix_cache_on()) {
     // At most num_tokens - 1 cached: the last token must run to give logits to sample from.
-    match = cache_.match_prefix(s->ns, s->tokens, s->num_tokens() - 1);
+    const int64_t most_cached = s->compute_whole_prompt ? 0 : s->num_tokens() - 1;
+    match = cache_.match_prefix(s->ns, s->tokens, most_cached);
     const int64_t k = match.num_blocks();
     // The next block it could still hit: if a running sequence is computing it, wait for it.
-    if ((k + 1) * bs <= s->num_tokens() - 1) {
+    if ((k + 1) * bs <= most_cached) {
       const std::span<const int32_t> next(s->tokens.data() + k * bs, size_t(bs));
       if (pending_.count(cache_.block_key(match.last_key(), s->ns, next)) != 0) {
         ++num_deferred_;

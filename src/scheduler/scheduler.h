@@ -60,7 +60,8 @@ class Scheduler {
 
   // Queues a new sequence at the back of the waiting queue; its blocks are shared and cached
   // under namespace ns. invalid_argument for an id in use or an empty prompt.
-  Status add(SeqId id, std::vector<int32_t> prompt, BlockHash ns = {});
+  // compute_whole_prompt: admit without prefix hits (Sequence::compute_whole_prompt).
+  Status add(SeqId id, std::vector<int32_t> prompt, BlockHash ns = {}, bool compute_whole_prompt = false);
 
   // Plans one step and reserves its KV slots. The caller then runs every chunk and, for each
   // chunk with `sample`, calls append_token() or remove(). Chunks count as computed from here.

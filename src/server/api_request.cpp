@@ -192,7 +192,7 @@ Status get_messages(const json& j, ApiRequest* r) {
 // as if it had not (a caller asking for JSON output or a tool call would otherwise get free text).
 // Neutral values, which client libraries send by default, pass: null, "text" formats, empty
 // tool lists, "none"/"auto" tool choices without tools, echo false, best_of 1.
-Status reject_unhonoured(const json& j) {
+Status reject_unhonoured(const json& j, Route route) {
   const auto given = [&](const char* f) { return j.contains(f) && !j[f].is_null(); };
   if (given("response_format")) {
     const json& rf = j["response_format"];
@@ -204,7 +204,8 @@ Status reject_unhonoured(const json& j) {
   for (const char* f : {"tool_choice", "function_call"})
     if (given(f) && j[f] != "none" && j[f] != "auto")
       return field_error(f, "function calling is not supported");
-  if (given("echo") && j["echo"] != false) return field_error("echo", "not supported (only false)");
+  if (given("echo") && route != Route::kCompletion && j["echo"] != false)
+    return field_error("echo", "only /v1/completions echoes the prompt");
   if (given("suffix") && j["suffix"] != "") return field_error("suffix", "not supported (insertion)");
   if (given("best_of") && j["best_of"] != 1) return field_error("best_of", "only 1 is supported");
   return Status::ok_status();
@@ -227,10 +228,13 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
     p.repeat_penalty = 1.0f;
     p.max_tokens = 16;  // the OpenAI default for completions; chat runs to the context end
   }
+  if (r->route == Route::kCompletion) KVS_RETURN_IF_ERROR(get_bool(j, "echo", &r->echo));
   int64_t max_tokens = p.max_tokens;
   const int64_t lim = limits.max_tokens_limit;
   const char* names[] = {"max_tokens", "max_length", "max_completion_tokens", "n_predict"};
-  for (const char* name : names) KVS_RETURN_IF_ERROR(get_int(j, name, 1, lim, &max_tokens, &r->max_tokens_given));
+  // An echo may ask for no new token at all: the prompt alone, scored with logprobs.
+  for (const char* name : names)
+    KVS_RETURN_IF_ERROR(get_int(j, name, r->echo ? 0 : 1, lim, &max_tokens, &r->max_tokens_given));
   p.max_tokens = int(max_tokens);
   KVS_RETURN_IF_ERROR(get_number(j, "temperature", 0, 2, &p.temperature));
   KVS_RETURN_IF_ERROR(get_number(j, "top_p", 0, 1, &p.top_p));
@@ -257,7 +261,7 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   KVS_RETURN_IF_ERROR(get_string(j, "cache_salt", &r->cache_salt));
   int64_t n = 1;
   KVS_RETURN_IF_ERROR(get_int(j, "n", 1, 1, &n));
-  KVS_RETURN_IF_ERROR(reject_unhonoured(j));
+  KVS_RETURN_IF_ERROR(reject_unhonoured(j, r->route));
   if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
     if (!so->is_object()) return field_error("stream_options", "expected an object");
     Status st = get_bool(*so, "include_usage", &r->include_usage);

@@ -37,6 +37,9 @@ struct ApiRequest {
   bool include_usage = false;     // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;
+  // /v1/completions: the answer's text starts with the prompt, and with logprobs the prompt's
+  // tokens are scored too (GenerationRequest::prompt_logprobs); max_tokens may then be 0.
+  bool echo = false;
   std::string model;
   std::string cache_salt;
 };

@@ -1,5 +1,7 @@
 #include "server/api_response.h"
 
+#include <cmath>
+
 namespace kvserve::server {
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -37,10 +39,15 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceF
   for (const auto& lp : lps) {
     std::string p = piece(lp.token);
     tokens.push_back(p);
-    token_lps.push_back(lp.logprob);
-    json top = json::object();
-    for (const auto& [id, v] : lp.top) top[piece(id)] = v;
-    tops.push_back(top);
+    if (std::isnan(lp.logprob)) {
+      token_lps.push_back(nullptr);
+      tops.push_back(nullptr);
+    } else {
+      token_lps.push_back(lp.logprob);
+      json top = json::object();
+      for (const auto& [id, v] : lp.top) top[piece(id)] = v;
+      tops.push_back(top);
+    }
     offsets.push_back(off);
     off += int64_t(p.size());
   }

@@ -37,7 +37,8 @@ std::string sse_done();
 
 using PieceFn = std::function<std::string(int32_t)>;
 // Completions layout: {tokens, token_logprobs, top_logprobs:[{piece: logprob}], text_offset}.
-// `text_offset` starts at `offset0` (characters already sent in earlier chunks).
+// `text_offset` starts at `offset0` (characters already sent in earlier chunks). An entry whose
+// logprob is NaN has none (an echoed prompt's first token): null logprob and top_logprobs.
 json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece, int64_t offset0 = 0);
 // Chat layout: {content:[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]}.
 json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece);

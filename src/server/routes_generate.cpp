@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <memory>
 
 #include "server/access_log.h"
@@ -34,6 +35,13 @@ struct Job {
   int64_t created = 0;
   std::vector<TokenLogprob> logprobs;  // collected for non-streamed answers
   int64_t text_offset = 0;             // characters streamed so far (completion logprobs)
+  // echo: the prompt text the answer starts with, and its logprob entries once the engine has
+  // scored it (a null entry first when the prompt's first token is the client's own).
+  std::string echo_text;
+  std::vector<int32_t> prompt;
+  bool first_token_scored = false;  // the first prompt token is a BOS the server added
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool echo_sent = false;
   bool sent_role = false;
   bool done = false;
   bool logged = false;
@@ -88,6 +96,20 @@ void log_rejection(ServerState& st, uint64_t id, Route route, int status, const 
   write_access_log(e, st.json_logs);
 }
 
+// An echoed prompt's logprob entries: the first token's (null: nothing before it) unless it is the
+// BOS the server added, then the engine's scores of the others.
+std::vector<TokenLogprob> echo_entries(const Job& job) {
+  std::vector<TokenLogprob> out;
+  if (!job.first_token_scored && !job.prompt.empty()) {
+    TokenLogprob first;
+    first.token = job.prompt[0];
+    first.logprob = std::numeric_limits<float>::quiet_NaN();
+    out.push_back(first);
+  }
+  out.insert(out.end(), job.prompt_logprobs.begin(), job.prompt_logprobs.end());
+  return out;
+}
+
 // The full (non-streamed) answer body.
 json full_body(const Job& job, const RequestResult& r) {
   const Engine* eng = job.st->engine.get();
@@ -104,8 +126,15 @@ json full_body(const Job& job, const RequestResult& r) {
   }
   json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
   if (job.route == Route::kCompletion) {
-    choice["text"] = r.text;
-    if (job.api.logprobs) choice["logprobs"] = completion_logprobs_json(job.logprobs, piece_fn(eng));
+    choice["text"] = job.echo_text + r.text;
+    if (job.api.logprobs) {
+      std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(job) : std::vector<TokenLogprob>{};
+      json prompt_part = completion_logprobs_json(lps, piece_fn(eng));
+      json gen_part = completion_logprobs_json(job.logprobs, piece_fn(eng), int64_t(job.echo_text.size()));
+      for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+        for (auto& v : gen_part[k]) prompt_part[k].push_back(std::move(v));
+      choice["logprobs"] = prompt_part;
+    }
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     if (job.api.logprobs) choice["logprobs"] = chat_logprobs_json(job.logprobs, piece_fn(eng));
@@ -175,6 +204,17 @@ std::string closing_events(Job& job, const RequestResult& r) {
   return out + sse_done();
 }
 
+// Streams the echoed prompt as one chunk (its logprob entries with it when asked); false when
+// the client is gone (the request is then cancelled).
+bool send_echo(Job& job, httplib::DataSink& sink) {
+  job.echo_sent = true;
+  std::string ev = sse_data(chunk_body(job, job.echo_text, echo_entries(job), ""));
+  job.text_offset += int64_t(job.echo_text.size());
+  if (sink.write(ev.data(), ev.size())) return true;
+  job.handle->cancel();
+  return false;
+}
+
 void finish_job(Job& job, int status, const RequestResult& r) {
   if (job.done) return;
   job.done = true;
@@ -242,6 +282,18 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   if (!toks.ok()) return reject(400, toks.status());
   auto max_tokens = resolve_max_tokens(*api, int64_t(toks->size()), st.engine->context_length(), st.limits);
   if (!max_tokens.ok()) return reject(400, max_tokens.status());
+  if (api->echo && int64_t(toks->size()) + *max_tokens > st.engine->context_length())
+    return reject(
+        400, invalid_argument("echo: prompt (" + std::to_string(toks->size()) + " tokens) + max_tokens (" +
+                              std::to_string(*max_tokens) + ") exceed the context length (" +
+                              std::to_string(st.engine->context_length()) +
+                              " tokens), and an echoed prompt is not truncated"));
+  if (api->echo) {
+    job->echo_text = api->prompt_tokens.empty() ? api->prompt : st.engine->detokenize(*toks);
+    job->prompt = *toks;
+    job->first_token_scored =
+        api->prompt_tokens.empty() && st.engine->bos_id() >= 0 && (*toks)[0] == st.engine->bos_id();
+  }
 
   GenerationRequest g;
   g.prompt = std::move(*toks);
@@ -249,6 +301,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   g.params.max_tokens = *max_tokens;
   g.logprobs = api->logprobs;
   g.top_logprobs = api->top_logprobs;
+  g.prompt_logprobs = api->echo && api->logprobs;
   g.cache_salt = api->cache_salt;
   g.timeout_seconds = st.cfg.request_timeout;
   auto handle = st.engine->submit(std::move(g));
@@ -295,10 +348,12 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
       }
       if (job->handle->next(&d, 100ms)) {
         for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
+        if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
         d = StreamDelta{};
       } else if (job->handle->finished()) {
         if (!job->handle->next(&d, 0ms)) break;  // drained: the result is final
         for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
+        if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
         d = StreamDelta{};
       } else if (engine_loop_dead(*st.engine)) {
         break;  // a dead engine loop would never finish the request: do not wait forever
@@ -345,6 +400,11 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
         StreamDelta d;
         bool got = job->handle->next(&d, 100ms);
         if (!got && job->handle->finished()) got = job->handle->next(&d, 0ms);
+        if (got || job->handle->finished()) {
+          // The echoed prompt goes first, with its scores (they come in the first delta).
+          if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
+          if (job->api.echo && !job->echo_sent && !send_echo(*job, sink)) return false;
+        }
         if (got) {
           if (d.text.empty() && d.logprobs.empty()) return true;
           std::string ev = sse_data(chunk_body(*job, d.text, d.logprobs, ""));

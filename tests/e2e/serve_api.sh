@@ -97,6 +97,36 @@ check "the same ban through kvserve generate gives the same text" test "$(trim <
 check "logit_bias on a token outside the vocabulary is 400" \
   test "$(post /v1/completions "{\"prompt\":\"x\",\"logit_bias\":{\"99999999\":1}}")" = 400
 check "... naming logit_bias" grep -q logit_bias "$TMP/body"
+# echo: the prompt scored token by token. The last token of P + (the greedy next token's text),
+# scored by an echo with max_tokens 0, has the logprob that generating it reported.
+post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":1,\"temperature\":0,\"logprobs\":1}" >/dev/null
+next_text=$(jget "$TMP/body" 'j["choices"][0]["text"]')
+next_lp=$(jget "$TMP/body" 'j["choices"][0]["logprobs"]["token_logprobs"][0]')
+code=$(post /v1/completions "$(python3 -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 0, "echo": True, "logprobs": 1}))' "$P$next_text")")
+check "echo with max_tokens 0 is 200" test "$code" = 200
+check "echo returns the prompt as the text" test "$(jget "$TMP/body" 'j["choices"][0]["text"]')" = "$P$next_text"
+check "echo scores every prompt token after the BOS" \
+  test "$(jget "$TMP/body" 'len(j["choices"][0]["logprobs"]["token_logprobs"]) == j["usage"]["prompt_tokens"] - 1 and j["usage"]["completion_tokens"] == 0')" = True
+check "the echoed last token's logprob equals the one its generation reported" \
+  test "$(jget "$TMP/body" "abs(j['choices'][0]['logprobs']['token_logprobs'][-1] - ($next_lp)) < 1e-4")" = True
+post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":8,\"temperature\":0,\"echo\":true,\"logprobs\":0}" >/dev/null
+jget "$TMP/body" 'j["choices"][0]["text"]' >"$TMP/echo_full"
+post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":8,\"temperature\":0}" >/dev/null
+check "echo text is the prompt followed by the completion" \
+  test "$(trim <"$TMP/echo_full")" = "$(printf '%s%s' "$P" "$(jget "$TMP/body" 'j["choices"][0]["text"]')" | trim)"
+curl -s -N --max-time 60 "$URL/v1/completions" \
+  -d "{\"prompt\":\"$P\",\"max_tokens\":8,\"temperature\":0,\"echo\":true,\"logprobs\":0,\"stream\":true}" >"$TMP/echo_sse"
+python3 - "$TMP/echo_sse" >"$TMP/echo_streamed" <<'PY'
+import json, sys
+text = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: ") and line.strip() != "data: [DONE]":
+        for c in json.loads(line[6:]).get("choices", []):
+            text += c.get("text", "")
+print(text)
+PY
+check "streamed echo adds up to the non-streamed answer" test "$(trim <"$TMP/echo_streamed")" = "$(trim <"$TMP/echo_full")"
+check "echo on /generate is 400" test "$(post /generate "{\"prompt\":\"x\",\"echo\":true}")" = 400
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models")
 check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " + str(len(j["data"]))')" = "list 1"
 

@@ -1,19 +1,22 @@
 // Engine tests on stories260K: the batched, preempting engine produces exactly the tokens of
 // the single-sequence Generator; cancel, timeout, queue limits, context limits and shutdown
 // end requests cleanly and give every KV block back.
+#include "kvserve/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include "common/stories_engine.h"
 #include "engine/generator.h"
-#include "kvserve/engine.h"
 
 namespace kvserve {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string model_path() { return std::string(KVS_SHARED_DIR) + "/models/stories260K.gguf"; }
+using test::make_engine;
+using test::wait_for_blocks_released;
 
 const char* kPrompts[] = {"Once upon a time",
                           "One day, a little boy named Tim",
@@ -31,18 +34,7 @@ SamplingParams greedy(int n) {
   return p;
 }
 
-EngineConfig base_config() {
-  EngineConfig c;
-  c.model_path = model_path();
-  c.threads = 1;  // the tiny model gains nothing from workers; keeps the test light on shared CPUs
-  return c;
-}
-
-std::unique_ptr<Engine> make_engine(const EngineConfig& c) {
-  auto e = Engine::create(c);
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  return e.ok() ? std::move(e).value() : nullptr;
-}
+EngineConfig base_config() { return test::stories_config(); }
 
 // The reference: Generator's output for one prompt alone.
 struct Solo {
@@ -51,16 +43,13 @@ struct Solo {
 };
 
 std::vector<Solo> solo_outputs(int n_prompts, const SamplingParams& p) {
-  GeneratorOptions o;
-  o.model_path = model_path();
-  o.threads = 1;
-  auto gen = Generator::create(o);
-  EXPECT_TRUE(gen.ok());
+  auto gen = test::stories_generator();
+  if (!gen) return {};
   std::vector<Solo> r;
   for (int i = 0; i < n_prompts; ++i) {
     Solo s;
-    s.prompt = (*gen)->tokenizer().encode(kPrompts[i], true, false);
-    auto g = (*gen)->generate(s.prompt, p);
+    s.prompt = gen->tokenizer().encode(kPrompts[i], true, false);
+    auto g = gen->generate(s.prompt, p);
     EXPECT_TRUE(g.ok());
     s.out = *g;
     r.push_back(std::move(s));
@@ -96,11 +85,6 @@ void expect_same(const std::vector<Solo>& solos, const std::vector<RequestResult
     EXPECT_EQ(rs[i].finish_reason, solos[i].out.finish_reason) << "prompt " << i;
     EXPECT_EQ(rs[i].prompt_tokens, int64_t(solos[i].prompt.size()));
   }
-}
-
-void wait_for_blocks_released(Engine& e) {
-  for (int i = 0; i < 200 && e.stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(5ms);
-  EXPECT_EQ(e.stats().kv_blocks_used, 0);
 }
 
 TEST(Engine, OneRequestEqualsGeneratorGreedy) {

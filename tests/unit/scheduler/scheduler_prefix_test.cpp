@@ -1,7 +1,7 @@
 // The scheduler with the prefix cache on: admission past a cached prefix (block boundaries,
 // the leave-one-token rule, short prompts, namespaces), same-prefix arrivals computing the
-// prefix once, a waiter that outlives its owner, preemption hitting its own blocks, and what
-// remove() commits.
+// prefix once, a waiter that outlives its owner, preemption hitting its own blocks, sequences
+// that must run their whole prompt, and what remove() commits.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -51,6 +51,39 @@ TEST(SchedulerPrefix, SecondRequestPrefillsOnlyItsUncachedTail) {
   EXPECT_EQ(o.num_batched_tokens, 2);
   EXPECT_EQ(s.find(2)->num_cached_tokens, 8);
   EXPECT_EQ(cache.prefix_stats().hit_tokens_total, 8);
+  EXPECT_VERIFIED(s);
+}
+
+TEST(SchedulerPrefix, WholePromptSequenceTakesNoHitNorWaitsButCommits) {
+  KvCacheManager cache(64, 4);
+  Scheduler s({4, 64}, cache);
+  const Toks p = iota_tokens(10, 1);
+  run_alone(s, 1, p, kNs1);
+  // The same prompt again, its logits wanted at every position: all 10 tokens run.
+  ASSERT_TRUE(s.add(2, p, kNs1, /*compute_whole_prompt=*/true).ok());
+  ScheduleOutput o = s.schedule();
+  ASSERT_EQ(o.chunks.size(), 1u);
+  expect_chunk(o.chunks[0], 2, 0, 10, true);
+  EXPECT_EQ(s.find(2)->num_cached_tokens, 0);
+  EXPECT_VERIFIED(s);
+  // Next to a running owner of the same new prefix it does not wait for the owner's blocks.
+  const Toks q = iota_tokens(10, 50);
+  ASSERT_TRUE(s.add(3, q, kNs1).ok());
+  ASSERT_TRUE(s.add(4, q, kNs1, true).ok());
+  ASSERT_TRUE(s.append_token(2, 7).ok());
+  o = s.schedule();
+  ASSERT_EQ(o.chunks.size(), 3u);
+  expect_chunk(o.chunks[1], 3, 0, 10, true);
+  expect_chunk(o.chunks[2], 4, 0, 10, true);
+  EXPECT_EQ(s.num_deferred_admissions(), 0);
+  EXPECT_VERIFIED(s);
+  // Its blocks are committed like anyone's: a later ordinary request hits them.
+  ASSERT_TRUE(s.append_token(4, 7).ok());
+  ASSERT_TRUE(s.remove(4).ok());
+  ASSERT_TRUE(s.remove(3).ok());
+  ASSERT_TRUE(s.add(5, q, kNs1).ok());
+  o = s.schedule();
+  EXPECT_EQ(s.find(5)->num_cached_tokens, 8);
   EXPECT_VERIFIED(s);
 }
 

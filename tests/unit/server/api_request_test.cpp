@@ -160,7 +160,6 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
       {R"("tool_choice":"required")", "tool_choice"},
       {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
       {R"("function_call":{"name":"f"})", "function_call"},
-      {R"("echo":true)", "echo"},
       {R"("suffix":"end")", "suffix"},
       {R"("best_of":3)", "best_of"},
   };
@@ -168,6 +167,23 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
     auto r = parse(std::string(R"({"prompt":"x",)") + field + "}", Route::kCompletion);
     ASSERT_FALSE(r.ok()) << field;
     EXPECT_EQ(r.status().message().rfind(name, 0), 0u) << r.status().message();
+  }
+}
+
+TEST(ApiRequest, EchoOnCompletionsOnly) {
+  auto r = parse(R"({"prompt":"x","echo":true,"max_tokens":0,"logprobs":1})", Route::kCompletion);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->echo);
+  EXPECT_EQ(r->params.max_tokens, 0);  // scoring the prompt alone
+  EXPECT_FALSE(parse(R"({"prompt":"x","max_tokens":0})", Route::kCompletion).ok());  // no echo: >= 1
+  EXPECT_FALSE(parse(R"({"prompt":"x","echo":"yes"})", Route::kCompletion).ok());
+  for (Route route : {Route::kGenerate, Route::kChat}) {
+    const std::string head =
+        route == Route::kChat ? R"({"messages":[{"role":"user","content":"x"}])" : R"({"prompt":"x")";
+    auto e = parse(head + R"(,"echo":true})", route);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().message().rfind("echo", 0), 0u) << e.status().message();
+    EXPECT_TRUE(parse(head + R"(,"echo":false})", route).ok());
   }
 }
 
