@@ -260,7 +260,8 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   KVS_RETURN_IF_ERROR(get_string(j, "model", &r->model));
   KVS_RETURN_IF_ERROR(get_string(j, "cache_salt", &r->cache_salt));
   int64_t n = 1;
-  KVS_RETURN_IF_ERROR(get_int(j, "n", 1, 1, &n));
+  KVS_RETURN_IF_ERROR(get_int(j, "n", 1, r->route == Route::kGenerate ? 1 : kMaxChoices, &n));
+  r->n = int(n);
   KVS_RETURN_IF_ERROR(reject_unhonoured(j, r->route));
   if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
     if (!so->is_object()) return field_error("stream_options", "expected an object");

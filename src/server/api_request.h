@@ -26,6 +26,9 @@ struct ApiLimits {
   bool shift_context = false;
 };
 
+// The most choices one completion or chat request may ask for (each is an engine request).
+constexpr int kMaxChoices = 16;
+
 struct ApiRequest {
   Route route = Route::kGenerate;
   std::string prompt;                  // text prompt (generate, completion)
@@ -40,6 +43,9 @@ struct ApiRequest {
   // /v1/completions: the answer's text starts with the prompt, and with logprobs the prompt's
   // tokens are scored too (GenerationRequest::prompt_logprobs); max_tokens may then be 0.
   bool echo = false;
+  // Choices to generate (OpenAI's n, completions and chat; /generate: 1), each its own engine
+  // request sampling with seed + its index.
+  int n = 1;
   std::string model;
   std::string cache_salt;
 };

@@ -1,15 +1,13 @@
 // POST /generate, /v1/completions, /v1/chat/completions: validate → template → tokenize →
-// submit → answer at once (JSON) or stream (SSE).
+// submit one engine request per choice → answer at once (JSON) or stream (SSE).
 #include <chrono>
-#include <cmath>
 #include <ctime>
-#include <limits>
 #include <memory>
+#include <thread>
 
 #include "server/access_log.h"
-#include "server/api_response.h"
+#include "server/generation_job.h"
 #include "server/peer_watch.h"
-#include "server/server_state.h"
 
 namespace kvserve::server {
 namespace {
@@ -24,47 +22,10 @@ const char* route_path(Route r) {
   }
 }
 
-// Everything one generation request carries from submission to its last byte.
-struct Job {
-  ServerState* st = nullptr;
-  Route route = Route::kGenerate;
-  ApiRequest api;
-  std::shared_ptr<RequestHandle> handle;
-  std::string id;  // "cmpl-7" / "chatcmpl-7" / "7"
-  uint64_t server_id = 0;
-  int64_t created = 0;
-  std::vector<TokenLogprob> logprobs;  // collected for non-streamed answers
-  int64_t text_offset = 0;             // characters streamed so far (completion logprobs)
-  // echo: the prompt text the answer starts with, and its logprob entries once the engine has
-  // scored it (a null entry first when the prompt's first token is the client's own).
-  std::string echo_text;
-  std::vector<int32_t> prompt;
-  bool first_token_scored = false;  // the first prompt token is a BOS the server added
-  std::vector<TokenLogprob> prompt_logprobs;
-  bool echo_sent = false;
-  bool sent_role = false;
-  bool done = false;
-  bool logged = false;
-  std::unique_ptr<InFlight> in_flight;
-};
-
 // The loop thread has exited (failed, or shut down) and will finish nothing more. Not
 // Engine::healthy(): that also turns false while a SIGTERM drain lets requests finish, and
 // those must not be cut off.
 bool engine_loop_dead(const Engine& e) { return !e.stats().loop_alive; }
-
-PieceFn piece_fn(const Engine* e) {
-  return [e](int32_t id) { return e->token_to_piece(id); };
-}
-
-json usage_of(const RequestResult& r) { return usage_json(Usage{r.prompt_tokens, r.generated_tokens, r.cached_tokens}); }
-
-// Milliseconds rounded to the microsecond: finer digits are clock noise.
-double ms_of(double seconds) { return std::round(seconds * 1e6) / 1e3; }
-
-json timings_of(const RequestResult& r) {
-  return json{{"queue_ms", ms_of(r.queue_seconds)}, {"ttft_ms", ms_of(r.ttft_seconds)}, {"total_ms", ms_of(r.total_seconds)}};
-}
 
 void log_job(Job& job, int status, const RequestResult& r) {
   if (job.logged) return;
@@ -96,130 +57,26 @@ void log_rejection(ServerState& st, uint64_t id, Route route, int status, const 
   write_access_log(e, st.json_logs);
 }
 
-// An echoed prompt's logprob entries: the first token's (null: nothing before it) unless it is the
-// BOS the server added, then the engine's scores of the others.
-std::vector<TokenLogprob> echo_entries(const Job& job) {
-  std::vector<TokenLogprob> out;
-  if (!job.first_token_scored && !job.prompt.empty()) {
-    TokenLogprob first;
-    first.token = job.prompt[0];
-    first.logprob = std::numeric_limits<float>::quiet_NaN();
-    out.push_back(first);
-  }
-  out.insert(out.end(), job.prompt_logprobs.begin(), job.prompt_logprobs.end());
-  return out;
+void cancel_all(Job& job) {
+  for (Choice& c : job.choices) c.handle->cancel();
 }
 
-// The full (non-streamed) answer body.
-json full_body(const Job& job, const RequestResult& r) {
-  const Engine* eng = job.st->engine.get();
-  std::string finish = openai_finish_reason(r.finish_reason);
-  if (job.route == Route::kGenerate) {
-    json j = {{"id", job.id},
-              {"text", r.text},
-              {"tokens", r.generated_tokens},
-              {"finish_reason", finish},
-              {"usage", usage_of(r)},
-              {"timings", timings_of(r)}};
-    if (job.api.logprobs) j["logprobs"] = completion_logprobs_json(job.logprobs, piece_fn(eng));
-    return j;
+// Every choice's result; a choice that never finished (its client or the engine gone) counts as
+// cancelled.
+std::vector<RequestResult> results_of(const Job& job) {
+  std::vector<RequestResult> rs;
+  for (const Choice& c : job.choices) {
+    rs.push_back(c.handle->result());
+    if (rs.back().finish_reason.empty()) rs.back().finish_reason = "cancelled";
   }
-  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
-  if (job.route == Route::kCompletion) {
-    choice["text"] = job.echo_text + r.text;
-    if (job.api.logprobs) {
-      std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(job) : std::vector<TokenLogprob>{};
-      json prompt_part = completion_logprobs_json(lps, piece_fn(eng));
-      json gen_part = completion_logprobs_json(job.logprobs, piece_fn(eng), int64_t(job.echo_text.size()));
-      for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-        for (auto& v : gen_part[k]) prompt_part[k].push_back(std::move(v));
-      choice["logprobs"] = prompt_part;
-    }
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    if (job.api.logprobs) choice["logprobs"] = chat_logprobs_json(job.logprobs, piece_fn(eng));
-  }
-  return json{{"id", job.id},
-              {"object", job.route == Route::kChat ? "chat.completion" : "text_completion"},
-              {"created", job.created},
-              {"model", eng->model_name()},
-              {"choices", json::array({choice})},
-              {"usage", usage_of(r)},
-              {"timings", timings_of(r)}};
+  return rs;
 }
 
-// One streamed chunk carrying `text` (and its logprobs); `finish` non-empty on the last.
-json chunk_body(Job& job, const std::string& text, const std::vector<TokenLogprob>& lps, const std::string& finish) {
-  const Engine* eng = job.st->engine.get();
-  json fin = finish.empty() ? json(nullptr) : json(finish);
-  if (job.route == Route::kGenerate) {
-    json j = {{"id", job.id}, {"text", text}, {"finish_reason", fin}};
-    if (job.api.logprobs && !lps.empty()) j["logprobs"] = completion_logprobs_json(lps, piece_fn(eng), job.text_offset);
-    return j;
-  }
-  json choice = {{"index", 0}, {"finish_reason", fin}, {"logprobs", nullptr}};
-  if (job.route == Route::kCompletion) {
-    choice["text"] = text;
-    if (job.api.logprobs && !lps.empty()) choice["logprobs"] = completion_logprobs_json(lps, piece_fn(eng), job.text_offset);
-  } else {
-    json delta = json::object();
-    if (!job.sent_role) {
-      delta["role"] = "assistant";
-      job.sent_role = true;
-    }
-    if (finish.empty()) delta["content"] = text;
-    choice["delta"] = delta;
-    if (job.api.logprobs && !lps.empty()) choice["logprobs"] = chat_logprobs_json(lps, piece_fn(eng));
-  }
-  json j = {{"id", job.id},
-            {"object", job.route == Route::kChat ? "chat.completion.chunk" : "text_completion"},
-            {"created", job.created},
-            {"model", eng->model_name()},
-            {"choices", json::array({choice})}};
-  if (job.api.include_usage) j["usage"] = nullptr;  // OpenAI: null on all but the usage chunk
-  return j;
-}
-
-// The closing events: final chunk, optional usage chunk, [DONE].
-std::string closing_events(Job& job, const RequestResult& r) {
-  std::string out;
-  std::string finish = openai_finish_reason(r.finish_reason);
-  json last = chunk_body(job, "", {}, finish);
-  if (job.route == Route::kGenerate) {
-    last["usage"] = usage_of(r);
-    last["timings"] = timings_of(r);
-    last["tokens"] = r.generated_tokens;
-  }
-  if (r.finish_reason == "error") last["error"] = error_json(r.error, "server_error")["error"];
-  out += sse_data(last);
-  if (job.api.include_usage && job.route != Route::kGenerate) {
-    json u = {{"id", job.id},
-              {"object", job.route == Route::kChat ? "chat.completion.chunk" : "text_completion"},
-              {"created", job.created},
-              {"model", job.st->engine->model_name()},
-              {"choices", json::array()},
-              {"usage", usage_of(r)}};
-    out += sse_data(u);
-  }
-  return out + sse_done();
-}
-
-// Streams the echoed prompt as one chunk (its logprob entries with it when asked); false when
-// the client is gone (the request is then cancelled).
-bool send_echo(Job& job, httplib::DataSink& sink) {
-  job.echo_sent = true;
-  std::string ev = sse_data(chunk_body(job, job.echo_text, echo_entries(job), ""));
-  job.text_offset += int64_t(job.echo_text.size());
-  if (sink.write(ev.data(), ev.size())) return true;
-  job.handle->cancel();
-  return false;
-}
-
-void finish_job(Job& job, int status, const RequestResult& r) {
+void finish_job(Job& job, int status, const std::vector<RequestResult>& results) {
   if (job.done) return;
   job.done = true;
-  job.st->metrics.observe_result(r);
-  log_job(job, status, r);
+  for (const RequestResult& r : results) job.st->metrics.observe_result(r);
+  log_job(job, status, combined_result(results));
 }
 
 }  // namespace
@@ -246,6 +103,130 @@ Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& 
 }
 
 namespace {
+
+// Waits for every choice to finish, collecting its deltas. The answer is written only once all
+// have, so a client that gives up meanwhile is noticed by watching its socket between waits
+// (peer_watch.h) and every choice is cancelled: the engine frees their sequences within a step.
+// Returns the HTTP status to answer with: 200, 499 (client gone) or 500 (engine loop gone).
+int wait_for_choices(Job& job, const httplib::Request& req) {
+  PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  StreamDelta d;
+  for (;;) {
+    if (peer.peer_closed()) {
+      cancel_all(job);
+      // Nobody reads this answer; the status (nginx's "client closed request") is what the
+      // access log and requests_total{status="499"} record. The engine finishes cancelled
+      // requests at its next step; waiting for that (bounded) makes the logged figures final.
+      for (Choice& c : job.choices)
+        for (int i = 0; i < 100 && !c.handle->finished(); ++i) c.handle->next(&d, 10ms);
+      return 499;
+    }
+    bool all_finished = true;
+    Choice* waiting = nullptr;
+    for (Choice& c : job.choices) {
+      // finished() before draining: a choice that finished is then drained of its last deltas.
+      const bool finished = c.handle->finished();
+      while (c.handle->next(&d, 0ms)) {
+        collect_delta(c, d);
+        d = StreamDelta{};
+      }
+      if (!finished) {
+        all_finished = false;
+        if (waiting == nullptr) waiting = &c;
+      }
+    }
+    if (all_finished) return 200;
+    if (engine_loop_dead(*job.st->engine)) {
+      cancel_all(job);  // a dead engine loop would never finish them: do not wait forever
+      return 500;
+    }
+    if (waiting->handle->next(&d, 100ms)) {
+      collect_delta(*waiting, d);
+      d = StreamDelta{};
+    }
+  }
+}
+
+void answer_whole(Job& job, const httplib::Request& req, httplib::Response& res) {
+  const int status = wait_for_choices(job, req);
+  std::vector<RequestResult> rs = results_of(job);
+  if (status == 499) {
+    reply_error(res, 499, "the client closed the connection", "client_closed_request");
+  } else if (status == 500) {
+    reply_error(res, 500, "the engine loop stopped", "server_error");
+  } else {
+    for (const RequestResult& r : rs)
+      if (r.finish_reason == "error") {
+        reply_error(res, 500, r.error.empty() ? "generation failed" : r.error, "server_error");
+        return finish_job(job, 500, rs);
+      }
+    res.set_content(dump_json(full_body(job, rs)), "application/json");
+  }
+  finish_job(job, status, rs);
+}
+
+// One pass of the stream over the choices: whatever each has ready goes out as its chunks (the
+// echoed prompt first), a finished choice's last chunk closes it, and once all are closed the
+// tail ends the stream. One choice waits up to 100 ms for its next delta; several are polled,
+// with a short sleep when none had anything. False ends the response (the client is gone).
+bool stream_step(Job& job, httplib::DataSink& sink) {
+  if (job.done) {
+    sink.done();
+    return true;
+  }
+  auto write = [&](const std::string& ev) {
+    if (sink.write(ev.data(), ev.size())) return true;
+    cancel_all(job);  // the client went away
+    return false;
+  };
+  const auto wait = job.choices.size() == 1 ? 100ms : 0ms;
+  bool progressed = false;
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    Choice& c = job.choices[i];
+    if (c.closed) continue;
+    StreamDelta d;
+    bool got = c.handle->next(&d, wait);
+    const bool finished = c.handle->finished();
+    if (!got && finished) got = c.handle->next(&d, 0ms);
+    if (got || finished) {
+      // The echoed prompt goes first, with its scores (they come in the first delta).
+      if (!d.prompt_logprobs.empty()) c.prompt_logprobs = std::move(d.prompt_logprobs);
+      if (job.api.echo && !c.echo_sent && !write(sse_data(echo_chunk(job, i)))) return false;
+    }
+    if (got) {
+      progressed = true;
+      if (d.text.empty() && d.logprobs.empty()) continue;
+      std::string ev = sse_data(chunk_body(job, i, d.text, d.logprobs, ""));
+      c.text_offset += int64_t(d.text.size());
+      if (!write(ev)) return false;
+      continue;
+    }
+    if (finished) {
+      progressed = true;
+      c.closed = true;
+      if (!write(sse_data(last_chunk(job, i, c.handle->result())))) return false;
+    }
+  }
+  bool all_closed = true;
+  for (const Choice& c : job.choices) all_closed = all_closed && c.closed;
+  if (all_closed) {
+    std::vector<RequestResult> rs = results_of(job);
+    const bool ok = write(stream_tail(job, combined_result(rs)));
+    finish_job(job, 200, rs);
+    if (ok) sink.done();
+    return ok;
+  }
+  if (!progressed) {
+    // Nothing new yet; a closed client shows up here as not writable, and a dead engine loop
+    // would never finish the requests.
+    if ((sink.is_writable && !sink.is_writable()) || engine_loop_dead(*job.st->engine)) {
+      cancel_all(job);
+      return false;
+    }
+    if (job.choices.size() > 1) std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
 
 void handle_generation(ServerState& st, Route route, const httplib::Request& req, httplib::Response& res) {
   uint64_t sid = st.next_id.fetch_add(1);
@@ -304,8 +285,18 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   g.prompt_logprobs = api->echo && api->logprobs;
   g.cache_salt = api->cache_salt;
   g.timeout_seconds = st.cfg.request_timeout;
-  auto handle = st.engine->submit(std::move(g));
-  if (!handle.ok()) {
+  // One engine request per choice, choice i drawing with seed + i (the same prompt's blocks are
+  // shared through the prefix cache). A choice the engine refuses withdraws the others.
+  for (int i = 0; i < api->n; ++i) {
+    GenerationRequest gi = g;
+    gi.params.seed = g.params.seed + uint64_t(i);
+    auto handle = st.engine->submit(std::move(gi));
+    if (handle.ok()) {
+      job->choices.push_back(Choice{});
+      job->choices.back().handle = std::move(*handle);
+      continue;
+    }
+    cancel_all(*job);
     const Status& s = handle.status();
     if (s.code() == StatusCode::kOutOfMemory) {
       st.metrics.count_rejected("queue_full");
@@ -328,118 +319,23 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   job->st = &st;
   job->route = route;
   job->api = std::move(*api);
-  job->handle = std::move(*handle);
   job->server_id = sid;
   job->id = (route == Route::kChat ? "chatcmpl-" : route == Route::kCompletion ? "cmpl-" : "gen-") + std::to_string(sid);
   job->created = int64_t(std::time(nullptr));
 
-  if (!job->api.stream) {
-    // The answer is written only once the request has finished, so a client that gives up
-    // meanwhile is noticed here, by watching its socket between waits (peer_watch.h), and
-    // its request is cancelled: the engine frees the sequence within one step.
-    PeerWatch peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    bool client_gone = false;
-    StreamDelta d;
-    for (;;) {
-      if (peer.peer_closed()) {
-        client_gone = true;
-        job->handle->cancel();
-        break;
-      }
-      if (job->handle->next(&d, 100ms)) {
-        for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
-        if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
-        d = StreamDelta{};
-      } else if (job->handle->finished()) {
-        if (!job->handle->next(&d, 0ms)) break;  // drained: the result is final
-        for (auto& lp : d.logprobs) job->logprobs.push_back(std::move(lp));
-        if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
-        d = StreamDelta{};
-      } else if (engine_loop_dead(*st.engine)) {
-        break;  // a dead engine loop would never finish the request: do not wait forever
-      }
-    }
-    if (client_gone) {
-      // Nobody reads this answer; the status (nginx's "client closed request") is what the
-      // access log and requests_total{status="499"} record. The engine finishes a cancelled
-      // request at its next step; waiting for that (bounded) makes the logged figures final.
-      for (int i = 0; i < 100 && !job->handle->finished(); ++i) job->handle->next(&d, 10ms);
-      RequestResult r = job->handle->result();
-      if (r.finish_reason.empty()) r.finish_reason = "cancelled";
-      reply_error(res, 499, "the client closed the connection", "client_closed_request");
-      finish_job(*job, 499, r);
-      return;
-    }
-    if (!job->handle->finished()) {
-      job->handle->cancel();
-      RequestResult r = job->handle->result();
-      reply_error(res, 500, "the engine loop stopped", "server_error");
-      finish_job(*job, 500, r);
-      return;
-    }
-    RequestResult r = job->handle->result();
-    if (r.finish_reason == "error") {
-      reply_error(res, 500, r.error.empty() ? "generation failed" : r.error, "server_error");
-      finish_job(*job, 500, r);
-      return;
-    }
-    res.set_content(dump_json(full_body(*job, r)), "application/json");
-    finish_job(*job, 200, r);
-    return;
-  }
+  if (!job->api.stream) return answer_whole(*job, req, res);
 
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) -> bool {
-        if (job->done) {
-          sink.done();
-          return true;
-        }
-        StreamDelta d;
-        bool got = job->handle->next(&d, 100ms);
-        if (!got && job->handle->finished()) got = job->handle->next(&d, 0ms);
-        if (got || job->handle->finished()) {
-          // The echoed prompt goes first, with its scores (they come in the first delta).
-          if (!d.prompt_logprobs.empty()) job->prompt_logprobs = std::move(d.prompt_logprobs);
-          if (job->api.echo && !job->echo_sent && !send_echo(*job, sink)) return false;
-        }
-        if (got) {
-          if (d.text.empty() && d.logprobs.empty()) return true;
-          std::string ev = sse_data(chunk_body(*job, d.text, d.logprobs, ""));
-          job->text_offset += int64_t(d.text.size());
-          if (!sink.write(ev.data(), ev.size())) {
-            job->handle->cancel();  // the client went away
-            return false;
-          }
-          return true;
-        }
-        if (!job->handle->finished()) {
-          // Nothing new yet; a closed client shows up here as not writable, and a dead
-          // engine loop would never finish the request.
-          if ((sink.is_writable && !sink.is_writable()) || engine_loop_dead(*job->st->engine)) {
-            job->handle->cancel();
-            return false;
-          }
-          return true;
-        }
-        RequestResult r = job->handle->result();
-        std::string ev = closing_events(*job, r);
-        bool ok = sink.write(ev.data(), ev.size());
-        finish_job(*job, 200, r);
-        if (ok) sink.done();
-        return ok;
-      },
-      [job](bool success) {
-        // Runs when the response ends, streamed fully or not: an unfinished request whose
-        // client vanished is cancelled so its KV blocks come back within one engine step.
+      "text/event-stream", [job](size_t, httplib::DataSink& sink) -> bool { return stream_step(*job, sink); },
+      [job](bool) {
+        // Runs when the response ends, streamed fully or not: unfinished choices whose client
+        // vanished are cancelled so their KV blocks come back within one engine step.
         if (!job->done) {
-          job->handle->cancel();
-          RequestResult r = job->handle->result();
-          if (r.finish_reason.empty()) r.finish_reason = "cancelled";
+          cancel_all(*job);
           job->done = true;
-          log_job(*job, 200, r);
+          log_job(*job, 200, combined_result(results_of(*job)));
         }
         job->in_flight.reset();
       });

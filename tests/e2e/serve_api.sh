@@ -127,6 +127,32 @@ print(text)
 PY
 check "streamed echo adds up to the non-streamed answer" test "$(trim <"$TMP/echo_streamed")" = "$(trim <"$TMP/echo_full")"
 check "echo on /generate is 400" test "$(post /generate "{\"prompt\":\"x\",\"echo\":true}")" = 400
+# n choices: choice i samples as a lone request with seed + i would; usage counts all of them.
+code=$(post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":12,\"temperature\":1,\"seed\":40,\"n\":3,\"ignore_eos\":true}")
+check "n = 3 is 200" test "$code" = 200
+cp "$TMP/body" "$TMP/n3"
+check "n = 3 gives choices 0, 1, 2" test "$(jget "$TMP/n3" '[c["index"] for c in j["choices"]]')" = "[0, 1, 2]"
+for i in 0 1 2; do
+  post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":12,\"temperature\":1,\"seed\":$((40 + i)),\"ignore_eos\":true}" >/dev/null
+  check "choice $i equals a lone request with seed 40 + $i" \
+    test "$(jget "$TMP/n3" "j['choices'][$i]['text']")" = "$(jget "$TMP/body" 'j["choices"][0]["text"]')"
+done
+check "usage counts the prompt once and every choice's 12 tokens" \
+  test "$(jget "$TMP/n3" '(j["usage"]["prompt_tokens"], j["usage"]["completion_tokens"])')" = "($(jget "$TMP/body" 'j["usage"]["prompt_tokens"]'), 36)"
+curl -s -N --max-time 60 "$URL/v1/completions" \
+  -d "{\"prompt\":\"$P\",\"max_tokens\":12,\"temperature\":1,\"seed\":40,\"n\":3,\"ignore_eos\":true,\"stream\":true}" >"$TMP/n3_sse"
+python3 - "$TMP/n3_sse" "$TMP/n3" >"$TMP/n3_check" <<'PY'
+import json, sys
+texts, finished = {}, set()
+for line in open(sys.argv[1]):
+    if line.startswith("data: ") and line.strip() != "data: [DONE]":
+        for c in json.loads(line[6:])["choices"]:
+            texts[c["index"]] = texts.get(c["index"], "") + c["text"]
+            if c["finish_reason"]: finished.add(c["index"])
+whole = json.load(open(sys.argv[2]))
+print(all(texts.get(c["index"]) == c["text"] for c in whole["choices"]) and finished == {0, 1, 2})
+PY
+check "streamed n = 3 adds up per index to the whole answer, each choice finished" test "$(cat "$TMP/n3_check")" = True
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models")
 check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " + str(len(j["data"]))')" = "list 1"
 

@@ -106,7 +106,8 @@ expect_400 "temperature of wrong type" /v1/completions '{"prompt":"x","temperatu
 expect_400 "temperature out of range" /v1/completions '{"prompt":"x","temperature":7}' "temperature: must be in \[0(\.0)?, 2(\.0)?\], got 7"
 expect_400 "top_p zero" /v1/completions '{"prompt":"x","top_p":0}' "top_p"
 expect_400 "stop of wrong type" /v1/completions '{"prompt":"x","stop":5}' "stop: expected"
-expect_400 "n > 1" /v1/completions '{"prompt":"x","n":2}' "n: must be in \[1, 1\]"
+expect_400 "n over 16" /v1/completions '{"prompt":"x","n":17}' "n: must be in \[1, 16\]"
+expect_400 "n > 1 on /generate" /generate '{"prompt":"x","n":2}' "n: must be in \[1, 1\]"
 expect_400 "logprobs over 20" /v1/completions '{"prompt":"x","logprobs":50}' "logprobs"
 expect_400 "top_logprobs without logprobs" /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}' "requires logprobs"
 expect_400 "stream of wrong type" /generate '{"prompt":"x","stream":"yes"}' "stream: expected true or false"
@@ -127,13 +128,19 @@ if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1; then
   LONG='{"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true}'
   curl -s -o /dev/null --max-time 120 "$URL/generate" -d "$LONG" & c1=$!
   wait_metric kvserve:num_requests_running 1 50
+  # n = 3 choices with room for one waiting request: the first is queued, the second refused, so
+  # the answer is 429 and the queued choice is withdrawn (nothing stays waiting).
+  code=$(post /v1/completions '{"prompt":"x","max_tokens":2,"n":3}')
+  check "n beyond the queue's room: 429 ($code)" test "$code" = 429
+  wait_metric kvserve:num_requests_waiting 0 50
+  check "... and its queued choice is withdrawn" test "$(metric kvserve:num_requests_waiting)" = 0
   curl -s -o /dev/null --max-time 120 "$URL/generate" -d "$LONG" & c2=$!
   wait_metric kvserve:num_requests_waiting 1 50
   code=$(curl -s -D "$TMP/h429" -o "$TMP/b429" -w '%{http_code}' --max-time 10 "$URL/v1/completions" -d '{"prompt":"x"}')
   check "running 1 + waiting 1 with max_queue 1: 429" test "$code" = 429
   check "429 carries Retry-After" grep -qi '^retry-after: [0-9]' "$TMP/h429"
   check "429 body is OpenAI-shaped and names the queue" test "$(jget "$TMP/b429" 'j["error"]["code"]')" = queue_full
-  check "rejections are counted by reason" test "$(metric 'kvserve:requests_rejected_total{reason="queue_full"}')" = 1
+  check "rejections are counted by reason" test "$(metric 'kvserve:requests_rejected_total{reason="queue_full"}')" = 2
   check "/health is 200 while busy" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/health")" = 200
   kill -TERM "$SRV_PID"
   sleep 0.3

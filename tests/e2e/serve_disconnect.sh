@@ -35,15 +35,25 @@ gen=$(jget "$TMP/line.json" 'j["generated_tokens"]')
 check "cancelled long before max_tokens ($gen of 2000 tokens)" test "${gen:-2000}" -lt 2000
 check "healthy after the disconnect" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/health")" = 200
 
+# expect_cancelled WHAT RUNNING BODY: posts BODY to /v1/completions, waits until RUNNING engine
+# requests run, kills the client and expects every one cancelled and its KV blocks freed.
+expect_cancelled() {
+  kill_after 1.5 -N --max-time 120 "$URL/v1/completions" -d "$3" &
+  local bg=$!
+  check "$1: runs ($2 engine requests)" wait_metric kvserve:num_requests_running "$2" 30
+  wait "$bg"
+  check "$1: running back to 0 after the client is killed" wait_metric kvserve:num_requests_running 0 50
+  check "$1: KV usage back to 0" wait_metric kvserve:kv_cache_usage_perc 0 50
+}
+
 # --- streamed ----------------------------------------------------------------------------
-kill_after 1.5 -N --max-time 120 "$URL/v1/completions" -d "{$LONG,\"stream\":true}" &
-bg=$!
-check "streamed request runs" wait_metric kvserve:num_requests_running 1 30
-wait "$bg"
-check "streamed: running back to 0 after the client is killed" wait_metric kvserve:num_requests_running 0 50
-check "streamed: KV usage back to 0" wait_metric kvserve:kv_cache_usage_perc 0 50
+expect_cancelled streamed 1 "{$LONG,\"stream\":true}"
 n=$(grep -c '"finish_reason":"cancelled"' "$TMP/srv.err")
 check "streamed: access log shows a second cancelled request ($n)" test "$n" -ge 2
+
+# --- n choices: every one is cancelled with its client, streamed or not --------------------
+expect_cancelled "n = 3, whole" 3 "{$LONG,\"n\":3}"
+expect_cancelled "n = 3, streamed" 3 "{$LONG,\"n\":3,\"stream\":true}"
 
 # --- the server still answers, and a client that stays gets its full answer ---------------
 code=$(post /generate '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}')
