@@ -51,6 +51,15 @@ bool require_engine(ServerState& st, httplib::Response& res) {
 
 namespace {
 
+// The served model as OpenAI's model object.
+json model_json(const ServerState& st) {
+  return json{{"id", st.engine->model_name()},
+              {"object", "model"},
+              {"created", st.started_unix},
+              {"owned_by", "kvserve"},
+              {"max_model_len", st.engine->context_length()}};
+}
+
 void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;
   json j = json::parse(req.body, nullptr, false);
@@ -123,12 +132,16 @@ void register_misc_routes(httplib::Server& svr, ServerState& st) {
   });
   add_route(svr, st, "GET", "/v1/models", [&st](const httplib::Request&, httplib::Response& res) {
     if (!require_engine(st, res)) return;
-    json m = {{"id", st.engine->model_name()},
-              {"object", "model"},
-              {"created", st.started_unix},
-              {"owned_by", "kvserve"},
-              {"max_model_len", st.engine->context_length()}};
-    reply_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+    reply_json(res, 200, json{{"object", "list"}, {"data", json::array({model_json(st)})}});
+  });
+  // OpenAI's "retrieve model": the served model by its id, 404 for any other.
+  add_route(svr, st, "GET", R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
+    if (!require_engine(st, res)) return;
+    const std::string id = req.matches[1];
+    if (id != st.engine->model_name())
+      return reply_error(res, 404, "model '" + id + "' is not served here (GET /v1/models lists it)",
+                         "invalid_request_error", "model_not_found");
+    reply_json(res, 200, model_json(st));
   });
   add_route(svr, st, "POST", "/tokenize",
             [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });

@@ -155,6 +155,11 @@ PY
 check "streamed n = 3 adds up per index to the whole answer, each choice finished" test "$(cat "$TMP/n3_check")" = True
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models")
 check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " + str(len(j["data"]))')" = "list 1"
+model_id=$(jget "$TMP/body" 'j["data"][0]["id"]')
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models/$model_id")
+check "/v1/models/ID retrieves the served model" test "$code:$(jget "$TMP/body" 'j["id"]')" = "200:$model_id"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models/not-$model_id")
+check "/v1/models/ID of another model is 404 model_not_found" test "$code:$(jget "$TMP/body" 'j["error"]["code"]')" = "404:model_not_found"
 
 # --- errors ------------------------------------------------------------------------------
 check "malformed JSON is 400" test "$(post /generate '{"prompt":')" = 400
