@@ -125,30 +125,51 @@ Status get_logit_bias(const json& j, std::vector<std::pair<int32_t, float>>* out
   return Status::ok_status();
 }
 
+// A list of token ids into `out`; false when an element is not an id.
+bool get_token_list(const json& list, std::vector<int32_t>* out) {
+  for (const auto& t : list) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) return false;
+    out->push_back(int32_t(t.get<int64_t>()));
+  }
+  return true;
+}
+
+// prompt: a string; on completions also OpenAI's other forms: a list of token ids, or a batch (a
+// list of strings, or a list of token-id lists), each prompt answered by its own choices.
 Status get_prompt(const json& j, ApiRequest* r) {
+  constexpr const char* kForms =
+      "expected a string, a list of strings, a list of token ids, or a list of token-id lists";
   auto it = j.find("prompt");
   if (it == j.end() || it->is_null()) return field_error("prompt", "required");
   if (it->is_string()) {
-    r->prompt = it->get<std::string>();
+    r->prompts.push_back(PromptInput{it->get<std::string>(), {}});
   } else if (it->is_array() && r->route == Route::kCompletion) {
-    // OpenAI accepts a list of one string or a list of token ids; batches of prompts are not served.
-    if (it->size() == 1 && (*it)[0].is_string()) {
-      r->prompt = (*it)[0].get<std::string>();
+    if (it->empty()) return field_error("prompt", "must not be empty");
+    if (it->size() > kMaxBatchPrompts && !(*it)[0].is_number_integer())
+      return field_error("prompt", "at most " + std::to_string(kMaxBatchPrompts) + " prompts in a batch");
+    if ((*it)[0].is_number_integer()) {  // one prompt of token ids
+      PromptInput p;
+      if (!get_token_list(*it, &p.tokens)) return field_error("prompt", kForms);
+      r->prompts.push_back(std::move(p));
     } else {
-      for (const auto& t : *it) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-          return field_error("prompt", "expected a string, a list of one string, or a list of token ids");
-        r->prompt_tokens.push_back(int32_t(t.get<int64_t>()));
+      for (size_t i = 0; i < it->size(); ++i) {
+        const json& e = (*it)[i];
+        const std::string where = "prompt[" + std::to_string(i) + "]";
+        PromptInput p;
+        if (e.is_string()) {
+          p.text = e.get<std::string>();
+        } else if (!e.is_array() || !get_token_list(e, &p.tokens)) {
+          return field_error(where, kForms);
+        }
+        if (p.text.empty() && p.tokens.empty()) return field_error(where, "must not be empty");
+        r->prompts.push_back(std::move(p));
       }
-      if (r->prompt_tokens.empty()) return field_error("prompt", "must not be empty");
-      return Status::ok_status();
     }
   } else {
-    return field_error("prompt", r->route == Route::kCompletion
-                                     ? "expected a string, a list of one string, or a list of token ids"
-                                     : "expected a string");
+    return field_error("prompt", r->route == Route::kCompletion ? kForms : "expected a string");
   }
-  if (r->prompt.empty()) return field_error("prompt", "must not be empty");
+  if (r->prompts.size() == 1 && r->prompts[0].text.empty() && r->prompts[0].tokens.empty())
+    return field_error("prompt", "must not be empty");
   return Status::ok_status();
 }
 

@@ -28,11 +28,20 @@ struct ApiLimits {
 
 // The most choices one completion or chat request may ask for (each is an engine request).
 constexpr int kMaxChoices = 16;
+// The most prompts one completion request may batch (each prompt times n is an engine request,
+// all of which must fit in the queue: max_queue, checked when the request is served).
+constexpr size_t kMaxBatchPrompts = 256;
+
+// One prompt: text, or token ids (a completion's token prompt; then `tokens` is non-empty).
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
 
 struct ApiRequest {
   Route route = Route::kGenerate;
-  std::string prompt;                  // text prompt (generate, completion)
-  std::vector<int32_t> prompt_tokens;  // completion with a token-id prompt
+  // generate: one; completion: one, or a batch (a list of strings or of token-id lists).
+  std::vector<PromptInput> prompts;
   std::vector<ChatMessage> messages;   // chat
   SamplingParams params;
   bool max_tokens_given = false;  // false: chat runs to the context end (capped by the limit)

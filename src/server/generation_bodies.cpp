@@ -28,11 +28,11 @@ json timings_of(const RequestResult& r) {
 
 // An echoed prompt's logprob entries: the first token's (null: nothing before it) unless it is the
 // BOS the server added, then the engine's scores of the others.
-std::vector<TokenLogprob> echo_entries(const Job& job, const Choice& c) {
+std::vector<TokenLogprob> echo_entries(const Choice& c) {
   std::vector<TokenLogprob> out;
-  if (!job.first_token_scored && !job.prompt.empty()) {
+  if (!c.first_token_scored && !c.prompt.empty()) {
     TokenLogprob first;
-    first.token = job.prompt[0];
+    first.token = c.prompt[0];
     first.logprob = std::numeric_limits<float>::quiet_NaN();
     out.push_back(first);
   }
@@ -52,10 +52,14 @@ void collect_delta(Choice& c, StreamDelta& d) {
   if (!d.prompt_logprobs.empty()) c.prompt_logprobs = std::move(d.prompt_logprobs);
 }
 
-RequestResult combined_result(const std::vector<RequestResult>& results) {
+RequestResult combined_result(const Job& job, const std::vector<RequestResult>& results) {
   RequestResult all = results.front();
   for (size_t i = 1; i < results.size(); ++i) {
     const RequestResult& r = results[i];
+    if (job.choices[i].first_of_prompt) {
+      all.prompt_tokens += r.prompt_tokens;
+      all.cached_tokens += r.cached_tokens;
+    }
     all.generated_tokens += r.generated_tokens;
     all.preemptions += r.preemptions;
     all.context_shifts += r.context_shifts;
@@ -69,7 +73,7 @@ RequestResult combined_result(const std::vector<RequestResult>& results) {
 
 json full_body(const Job& job, const std::vector<RequestResult>& results) {
   const Engine* eng = job.st->engine.get();
-  const RequestResult all = combined_result(results);
+  const RequestResult all = combined_result(job, results);
   if (job.route == Route::kGenerate) {  // n is 1 here
     const RequestResult& r = results.front();
     json j = {{"id", job.id},
@@ -89,11 +93,11 @@ json full_body(const Job& job, const std::vector<RequestResult>& results) {
     json choice = {
         {"index", i}, {"finish_reason", openai_finish_reason(r.finish_reason)}, {"logprobs", nullptr}};
     if (job.route == Route::kCompletion) {
-      choice["text"] = job.echo_text + r.text;
+      choice["text"] = c.echo_text + r.text;
       if (job.api.logprobs) {
-        std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(job, c) : std::vector<TokenLogprob>{};
+        std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(c) : std::vector<TokenLogprob>{};
         json prompt_part = completion_logprobs_json(lps, piece_fn(eng));
-        json gen_part = completion_logprobs_json(c.logprobs, piece_fn(eng), int64_t(job.echo_text.size()));
+        json gen_part = completion_logprobs_json(c.logprobs, piece_fn(eng), int64_t(c.echo_text.size()));
         for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
           for (auto& v : gen_part[k]) prompt_part[k].push_back(std::move(v));
         choice["logprobs"] = prompt_part;
@@ -176,8 +180,8 @@ std::string stream_tail(const Job& job, const RequestResult& combined) {
 json echo_chunk(Job& job, size_t i) {
   Choice& c = job.choices[i];
   c.echo_sent = true;
-  json j = chunk_body(job, i, job.echo_text, echo_entries(job, c), "");
-  c.text_offset += int64_t(job.echo_text.size());
+  json j = chunk_body(job, i, c.echo_text, echo_entries(c), "");
+  c.text_offset += int64_t(c.echo_text.size());
   return j;
 }
 

@@ -1,6 +1,7 @@
 // One generation request of the HTTP API from submission to its last byte (routes_generate.cpp),
 // and the JSON it answers with (generation_bodies.cpp). A request asks for `n` choices (OpenAI's
-// `n`; 1 on /generate): each is its own engine request, with its own handle and output state.
+// `n`; 1 on /generate) of each of its prompts (a completion may batch several): each is its own
+// engine request, with its own handle and output state; choice index = prompt * n + i.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,12 @@ namespace kvserve::server {
 
 struct Choice {
   std::shared_ptr<RequestHandle> handle;
+  bool first_of_prompt = false;  // choice 0 of its prompt: usage counts that prompt through it
+  // echo: the prompt text the choice starts with, its tokens, and whether the first token is a
+  // BOS the server added (then it is not listed; else it is, with a null logprob).
+  std::string echo_text;
+  std::vector<int32_t> prompt;
+  bool first_token_scored = false;
   std::vector<TokenLogprob> logprobs;         // collected for a non-streamed answer
   std::vector<TokenLogprob> prompt_logprobs;  // echo: the engine's scores of the prompt
   int64_t text_offset = 0;                    // characters streamed so far (completion logprobs)
@@ -31,11 +38,6 @@ struct Job {
   uint64_t server_id = 0;
   int64_t created = 0;
   std::vector<Choice> choices;
-  // echo: the prompt text every choice starts with, its tokens, and whether its first token is a
-  // BOS the server added (then it is not listed; else it is, with a null logprob).
-  std::string echo_text;
-  std::vector<int32_t> prompt;
-  bool first_token_scored = false;
   bool done = false;
   bool logged = false;
   std::unique_ptr<InFlight> in_flight;
@@ -44,10 +46,10 @@ struct Job {
 // Takes what a delta carries for a non-streamed answer (logprobs, prompt scores).
 void collect_delta(Choice& c, StreamDelta& d);
 
-// What the choices' results add up to for usage, timings and the access log: the prompt (and its
-// cached part) once, the completion tokens of all, the earliest queue wait and first token, the
-// latest end, the first choice's finish reason (and the first error of any).
-RequestResult combined_result(const std::vector<RequestResult>& results);
+// What the choices' results add up to for usage, timings and the access log: each prompt (and
+// its cached part) once, the completion tokens of all, the earliest queue wait and first token,
+// the latest end, the first choice's finish reason (and the first error of any).
+RequestResult combined_result(const Job& job, const std::vector<RequestResult>& results);
 
 // The whole non-streamed answer.
 json full_body(const Job& job, const std::vector<RequestResult>& results);

@@ -51,6 +51,10 @@ bool pin_target(ServerState& st, const httplib::Request& req, httplib::Response&
     reply_status(res, api.status());
     return false;
   }
+  if (api->prompts.size() > 1) {
+    reply_error(res, 400, "prompt: pin one prompt at a time", "invalid_request_error", "invalid_value");
+    return false;
+  }
   auto toks = prompt_tokens(st, *api);
   if (!toks.ok()) {
     reply_status(res, toks.status());

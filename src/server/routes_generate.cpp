@@ -76,29 +76,30 @@ void finish_job(Job& job, int status, const std::vector<RequestResult>& results)
   if (job.done) return;
   job.done = true;
   for (const RequestResult& r : results) job.st->metrics.observe_result(r);
-  log_job(job, status, combined_result(results));
+  log_job(job, status, combined_result(job, results));
 }
 
 }  // namespace
 
 // Declared in server_state.h (the /cache/pin route tokenizes the same way).
-Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api) {
+Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api, size_t k) {
   const Engine& e = *st.engine;
-  if (!api.prompt_tokens.empty()) {
-    for (int32_t t : api.prompt_tokens)
+  const std::string field = api.prompts.size() > 1 ? "prompt[" + std::to_string(k) + "]" : "prompt";
+  if (api.route != Route::kChat && !api.prompts[k].tokens.empty()) {
+    for (int32_t t : api.prompts[k].tokens)
       if (t >= e.n_vocab())
-        return invalid_argument("prompt: token id " + std::to_string(t) + " is outside the vocabulary (" +
+        return invalid_argument(field + ": token id " + std::to_string(t) + " is outside the vocabulary (" +
                                 std::to_string(e.n_vocab()) + " tokens)");
-    return api.prompt_tokens;
+    return api.prompts[k].tokens;
   }
   std::vector<int32_t> toks;
   if (api.route == Route::kChat) {
     // Chat markers such as <|im_start|> are special tokens: parse them.
     toks = e.tokenize(render_chat(st.chat_family, api.messages), true, true);
   } else {
-    toks = e.tokenize(api.prompt, true, false);
+    toks = e.tokenize(api.prompts[k].text, true, false);
   }
-  if (toks.empty()) return invalid_argument("prompt: encodes to no tokens");
+  if (toks.empty()) return invalid_argument(field + ": encodes to no tokens");
   return toks;
 }
 
@@ -211,7 +212,7 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
   for (const Choice& c : job.choices) all_closed = all_closed && c.closed;
   if (all_closed) {
     std::vector<RequestResult> rs = results_of(job);
-    const bool ok = write(stream_tail(job, combined_result(rs)));
+    const bool ok = write(stream_tail(job, combined_result(job, rs)));
     finish_job(job, 200, rs);
     if (ok) sink.done();
     return ok;
@@ -259,41 +260,57 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   };
   auto api = parse_api_request(req.body, route, st.limits);
   if (!api.ok()) return reject(400, api.status());
-  auto toks = prompt_tokens(st, *api);
-  if (!toks.ok()) return reject(400, toks.status());
-  auto max_tokens = resolve_max_tokens(*api, int64_t(toks->size()), st.engine->context_length(), st.limits);
-  if (!max_tokens.ok()) return reject(400, max_tokens.status());
-  if (api->echo && int64_t(toks->size()) + *max_tokens > st.engine->context_length())
-    return reject(
-        400, invalid_argument("echo: prompt (" + std::to_string(toks->size()) + " tokens) + max_tokens (" +
-                              std::to_string(*max_tokens) + ") exceed the context length (" +
-                              std::to_string(st.engine->context_length()) +
-                              " tokens), and an echoed prompt is not truncated"));
-  if (api->echo) {
-    job->echo_text = api->prompt_tokens.empty() ? api->prompt : st.engine->detokenize(*toks);
-    job->prompt = *toks;
-    job->first_token_scored =
-        api->prompt_tokens.empty() && st.engine->bos_id() >= 0 && (*toks)[0] == st.engine->bos_id();
+  const size_t num_prompts = route == Route::kChat ? 1 : api->prompts.size();
+  const size_t num_choices = num_prompts * size_t(api->n);
+  if (num_choices > 1 && num_choices > size_t(st.cfg.max_queue))
+    return reject(400, invalid_argument("prompt: " + std::to_string(num_prompts) + " prompts x n " +
+                                        std::to_string(api->n) + " = " + std::to_string(num_choices) +
+                                        " requests exceed max_queue (" + std::to_string(st.cfg.max_queue) +
+                                        "): split the batch"));
+  // Every prompt's engine request, checked before any is submitted.
+  std::vector<GenerationRequest> requests;
+  for (size_t k = 0; k < num_prompts; ++k) {
+    auto toks = prompt_tokens(st, *api, k);
+    if (!toks.ok()) return reject(400, toks.status());
+    auto max_tokens = resolve_max_tokens(*api, int64_t(toks->size()), st.engine->context_length(), st.limits);
+    if (!max_tokens.ok()) return reject(400, max_tokens.status());
+    if (api->echo && int64_t(toks->size()) + *max_tokens > st.engine->context_length())
+      return reject(
+          400, invalid_argument("echo: prompt (" + std::to_string(toks->size()) + " tokens) + max_tokens (" +
+                                std::to_string(*max_tokens) + ") exceed the context length (" +
+                                std::to_string(st.engine->context_length()) +
+                                " tokens), and an echoed prompt is not truncated"));
+    GenerationRequest g;
+    g.prompt = std::move(*toks);
+    g.params = api->params;
+    g.params.max_tokens = *max_tokens;
+    g.logprobs = api->logprobs;
+    g.top_logprobs = api->top_logprobs;
+    g.prompt_logprobs = api->echo && api->logprobs;
+    g.cache_salt = api->cache_salt;
+    g.timeout_seconds = st.cfg.request_timeout;
+    requests.push_back(std::move(g));
   }
-
-  GenerationRequest g;
-  g.prompt = std::move(*toks);
-  g.params = api->params;
-  g.params.max_tokens = *max_tokens;
-  g.logprobs = api->logprobs;
-  g.top_logprobs = api->top_logprobs;
-  g.prompt_logprobs = api->echo && api->logprobs;
-  g.cache_salt = api->cache_salt;
-  g.timeout_seconds = st.cfg.request_timeout;
-  // One engine request per choice, choice i drawing with seed + i (the same prompt's blocks are
-  // shared through the prefix cache). A choice the engine refuses withdraws the others.
-  for (int i = 0; i < api->n; ++i) {
-    GenerationRequest gi = g;
-    gi.params.seed = g.params.seed + uint64_t(i);
+  // One engine request per choice, choice i of a prompt drawing with seed + i (a prompt's blocks
+  // are shared through the prefix cache). A choice the engine refuses withdraws the others.
+  for (size_t q = 0; q < num_choices; ++q) {
+    const size_t k = q / size_t(api->n);
+    const int i = int(q % size_t(api->n));
+    Choice c;
+    c.first_of_prompt = i == 0;
+    if (api->echo) {
+      const PromptInput& in = api->prompts[k];
+      c.prompt = requests[k].prompt;
+      c.echo_text = in.tokens.empty() ? in.text : st.engine->detokenize(c.prompt);
+      c.first_token_scored =
+          in.tokens.empty() && st.engine->bos_id() >= 0 && c.prompt[0] == st.engine->bos_id();
+    }
+    GenerationRequest gi = requests[k];
+    gi.params.seed = requests[k].params.seed + uint64_t(i);
     auto handle = st.engine->submit(std::move(gi));
     if (handle.ok()) {
-      job->choices.push_back(Choice{});
-      job->choices.back().handle = std::move(*handle);
+      c.handle = std::move(*handle);
+      job->choices.push_back(std::move(c));
       continue;
     }
     cancel_all(*job);
@@ -335,7 +352,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
         if (!job->done) {
           cancel_all(*job);
           job->done = true;
-          log_job(*job, 200, combined_result(results_of(*job)));
+          log_job(*job, 200, combined_result(*job, results_of(*job)));
         }
         job->in_flight.reset();
       });

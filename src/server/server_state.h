@@ -77,8 +77,8 @@ void register_generate_routes(httplib::Server& svr, ServerState& st);
 void register_misc_routes(httplib::Server& svr, ServerState& st);
 void register_cache_routes(httplib::Server& svr, ServerState& st);
 
-// The prompt token ids of a parsed request, tokenized as its route does (chat: template
-// rendered, special tokens parsed); invalid_argument with a client-facing message otherwise.
-Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api);
+// The token ids of a parsed request's prompt k (chat: the rendered messages), tokenized as its
+// route does (chat: special tokens parsed); invalid_argument with a client-facing message otherwise.
+Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& api, size_t k = 0);
 
 }  // namespace kvserve::server

@@ -153,6 +153,35 @@ whole = json.load(open(sys.argv[2]))
 print(all(texts.get(c["index"]) == c["text"] for c in whole["choices"]) and finished == {0, 1, 2})
 PY
 check "streamed n = 3 adds up per index to the whole answer, each choice finished" test "$(cat "$TMP/n3_check")" = True
+# A batch of prompts: choice k * n + i answers prompt k; with echo + logprobs + max_tokens 0 each
+# prompt is scored exactly as it is alone (what evaluation harnesses send in batches).
+batch='["Once upon a time", "The cat sat", [1, 403, 407]]'
+code=$(post /v1/completions "{\"prompt\":$batch,\"max_tokens\":0,\"echo\":true,\"logprobs\":1}")
+check "a batch of 3 prompts is 200" test "$code" = 200
+cp "$TMP/body" "$TMP/batch"
+for k in 0 1 2; do
+  one=$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])[int(sys.argv[2])]))' "$batch" "$k")
+  post /v1/completions "{\"prompt\":$one,\"max_tokens\":0,\"echo\":true,\"logprobs\":1}" >/dev/null
+  # Same text and tokens; logprobs within 1e-4 (batched with the others, a prompt's rows may run
+  # through other kernel tiles).
+  check "batch choice $k is its prompt scored alone" test "$(python3 - "$TMP/batch" "$TMP/body" "$k" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["choices"][int(sys.argv[3])]
+b = json.load(open(sys.argv[2]))["choices"][0]
+la, lb = a["logprobs"], b["logprobs"]
+same = a["text"] == b["text"] and la["tokens"] == lb["tokens"] and la["text_offset"] == lb["text_offset"]
+close = all((x is None and y is None) or abs(x - y) < 1e-4 for x, y in zip(la["token_logprobs"], lb["token_logprobs"]))
+print(same and close and len(la["token_logprobs"]) == len(lb["token_logprobs"]))
+PY
+)" = True
+done
+check "batch usage counts every prompt" test "$(jget "$TMP/batch" 'j["usage"]["prompt_tokens"]')" = 14
+code=$(post /v1/completions '{"prompt":["Once upon a time","The cat"],"max_tokens":4,"temperature":0,"n":2}')
+check "a batch with n = 2 has choices 0..3, prompt k at k * 2 + i" \
+  test "$(jget "$TMP/body" '[c["index"] for c in j["choices"]] == [0, 1, 2, 3] and j["choices"][0]["text"] == j["choices"][1]["text"] and j["choices"][2]["text"] == j["choices"][3]["text"] and j["choices"][0]["text"] != j["choices"][2]["text"]')" = True
+big=$(python3 -c 'import json; print(json.dumps(["x"] * 65))')
+check "a batch beyond max_queue (64) is 400, not a 429 no retry can clear" \
+  test "$(post /v1/completions "{\"prompt\":$big,\"max_tokens\":1}"):$(grep -o 'split the batch' "$TMP/body")" = "400:split the batch"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models")
 check "/v1/models lists the model" test "$(jget "$TMP/body" 'j["object"] + " " + str(len(j["data"]))')" = "list 1"
 model_id=$(jget "$TMP/body" 'j["data"][0]["id"]')

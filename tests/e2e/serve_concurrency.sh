@@ -124,20 +124,22 @@ check "413 names the limit" grep -q "1048576 bytes" "$TMP/body"
 stop_server
 
 # --- overload: 429 at once with Retry-After; /health while draining ------------------------
-if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1; then
+if start_server --no-cache --max-seqs 1 --max-queue 2 --threads 1; then
   LONG='{"prompt":"Once upon a time","max_tokens":1500,"ignore_eos":true}'
   curl -s -o /dev/null --max-time 120 "$URL/generate" -d "$LONG" & c1=$!
   wait_metric kvserve:num_requests_running 1 50
-  # n = 3 choices with room for one waiting request: the first is queued, the second refused, so
-  # the answer is 429 and the queued choice is withdrawn (nothing stays waiting).
-  code=$(post /v1/completions '{"prompt":"x","max_tokens":2,"n":3}')
-  check "n beyond the queue's room: 429 ($code)" test "$code" = 429
-  wait_metric kvserve:num_requests_waiting 0 50
-  check "... and its queued choice is withdrawn" test "$(metric kvserve:num_requests_waiting)" = 0
   curl -s -o /dev/null --max-time 120 "$URL/generate" -d "$LONG" & c2=$!
   wait_metric kvserve:num_requests_waiting 1 50
+  # n = 2 choices with room for one more waiting request: the first is queued, the second
+  # refused, so the answer is 429 and the queued choice is withdrawn.
+  code=$(post /v1/completions '{"prompt":"x","max_tokens":2,"n":2}')
+  check "n beyond the queue's room: 429 ($code)" test "$code" = 429
+  wait_metric kvserve:num_requests_waiting 1 50
+  check "... and its queued choice is withdrawn" test "$(metric kvserve:num_requests_waiting)" = 1
+  curl -s -o /dev/null --max-time 120 "$URL/generate" -d "$LONG" & c3=$!
+  wait_metric kvserve:num_requests_waiting 2 50
   code=$(curl -s -D "$TMP/h429" -o "$TMP/b429" -w '%{http_code}' --max-time 10 "$URL/v1/completions" -d '{"prompt":"x"}')
-  check "running 1 + waiting 1 with max_queue 1: 429" test "$code" = 429
+  check "running 1 + waiting 2 with max_queue 2: 429" test "$code" = 429
   check "429 carries Retry-After" grep -qi '^retry-after: [0-9]' "$TMP/h429"
   check "429 body is OpenAI-shaped and names the queue" test "$(jget "$TMP/b429" 'j["error"]["code"]')" = queue_full
   check "rejections are counted by reason" test "$(metric 'kvserve:requests_rejected_total{reason="queue_full"}')" = 2
@@ -149,8 +151,8 @@ if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1; then
   check "/live stays 200 while draining" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/live")" = 200
   code=$(post /generate '{"prompt":"x","max_tokens":2}')
   check "new generation requests get 503 while draining ($code)" test "$code" = 503
-  kill "$c1" "$c2" 2>/dev/null
-  wait "$c1" "$c2" 2>/dev/null
+  kill "$c1" "$c2" "$c3" 2>/dev/null
+  wait "$c1" "$c2" "$c3" 2>/dev/null
   stop_server
   check "it exits 0 ($STOP_RC)" test "$STOP_RC" = 0
   check "/health is unreachable after exit" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/health")" = 000

@@ -22,7 +22,8 @@ TEST(ApiRequest, GenerateMapsEveryField) {
                      "seed":42,"stop":["a","b"],"ignore_eos":true,"repeat_penalty":1.1,"presence_penalty":0.5,
                      "frequency_penalty":-0.5,"repeat_last_n":-1,"cache_salt":"t1"})");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->prompt, "Once");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].text, "Once");
   EXPECT_EQ(r->params.max_tokens, 7);
   EXPECT_EQ(r->params.temperature, 0.0f);
   EXPECT_FLOAT_EQ(r->params.top_p, 0.5f);
@@ -56,10 +57,34 @@ TEST(ApiRequest, OpenAIDefaults) {
 TEST(ApiRequest, CompletionPromptForms) {
   auto a = parse(R"({"prompt":["one string"]})", Route::kCompletion);
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->prompt, "one string");
+  ASSERT_EQ(a->prompts.size(), 1u);
+  EXPECT_EQ(a->prompts[0].text, "one string");
   auto b = parse(R"({"prompt":[1,2,3]})", Route::kCompletion);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(b->prompts.size(), 1u);
+  EXPECT_EQ(b->prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  // Batches: strings, token-id lists, or both.
+  auto c = parse(R"({"prompt":["a","b c",[5,6]]})", Route::kCompletion);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->prompts.size(), 3u);
+  EXPECT_EQ(c->prompts[1].text, "b c");
+  EXPECT_EQ(c->prompts[2].tokens, (std::vector<int32_t>{5, 6}));
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"prompt":[]})", "prompt"},          {R"({"prompt":["a",""]})", "prompt[1]"},
+      {R"({"prompt":["a",[]]})", "prompt[1]"}, {R"({"prompt":["a",[1,-2]]})", "prompt[1]"},
+      {R"({"prompt":["a",7]})", "prompt[1]"},  {R"({"prompt":[1,"a"]})", "prompt"},
+      {R"({"prompt":{"a":1}})", "prompt"},
+  };
+  for (const auto& [body, field] : bad) {
+    auto e = parse(body, Route::kCompletion);
+    ASSERT_FALSE(e.ok()) << body;
+    EXPECT_EQ(e.status().message().rfind(std::string(field) + ":", 0), 0u)
+        << body << " -> " << e.status().message();
+  }
+  std::string many = R"({"prompt":[)";
+  for (size_t i = 0; i <= kMaxBatchPrompts; ++i) many += i ? ",\"x\"" : "\"x\"";
+  EXPECT_FALSE(parse(many + "]}", Route::kCompletion).ok());
+  EXPECT_FALSE(parse(R"({"prompt":["a","b"]})", Route::kGenerate).ok());  // batches: completions only
 }
 
 TEST(ApiRequest, StreamOptionsAndLogprobs) {
