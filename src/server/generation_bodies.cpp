@@ -28,7 +28,8 @@ json timings_of(const RequestResult& r) {
 
 // An echoed prompt's logprob entries: the first token's (null: nothing before it) unless it is the
 // BOS the server added, then the engine's scores of the others.
-std::vector<TokenLogprob> echo_entries(const Choice& c) {
+std::vector<TokenLogprob> echo_entries(const Job& job, const Choice& c) {
+  const std::vector<TokenLogprob>& scores = job.choices[c.scores_from].prompt_logprobs;
   std::vector<TokenLogprob> out;
   if (!c.first_token_scored && !c.prompt.empty()) {
     TokenLogprob first;
@@ -36,7 +37,7 @@ std::vector<TokenLogprob> echo_entries(const Choice& c) {
     first.logprob = std::numeric_limits<float>::quiet_NaN();
     out.push_back(first);
   }
-  out.insert(out.end(), c.prompt_logprobs.begin(), c.prompt_logprobs.end());
+  out.insert(out.end(), scores.begin(), scores.end());
   return out;
 }
 
@@ -95,7 +96,7 @@ json full_body(const Job& job, const std::vector<RequestResult>& results) {
     if (job.route == Route::kCompletion) {
       choice["text"] = c.echo_text + r.text;
       if (job.api.logprobs) {
-        std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(c) : std::vector<TokenLogprob>{};
+        std::vector<TokenLogprob> lps = job.api.echo ? echo_entries(job, c) : std::vector<TokenLogprob>{};
         json prompt_part = completion_logprobs_json(lps, piece_fn(eng));
         json gen_part = completion_logprobs_json(c.logprobs, piece_fn(eng), int64_t(c.echo_text.size()));
         for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
@@ -180,7 +181,7 @@ std::string stream_tail(const Job& job, const RequestResult& combined) {
 json echo_chunk(Job& job, size_t i) {
   Choice& c = job.choices[i];
   c.echo_sent = true;
-  json j = chunk_body(job, i, c.echo_text, echo_entries(c), "");
+  json j = chunk_body(job, i, c.echo_text, echo_entries(job, c), "");
   c.text_offset += int64_t(c.echo_text.size());
   return j;
 }

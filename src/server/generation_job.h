@@ -17,6 +17,9 @@ namespace kvserve::server {
 struct Choice {
   std::shared_ptr<RequestHandle> handle;
   bool first_of_prompt = false;  // choice 0 of its prompt: usage counts that prompt through it
+  // The choice whose engine request scores this one's prompt (echo with logprobs): choice 0 of
+  // the prompt, so a prompt is scored once however many choices it has.
+  size_t scores_from = 0;
   // echo: the prompt text the choice starts with, its tokens, and whether the first token is a
   // BOS the server added (then it is not listed; else it is, with a null logprob).
   std::string echo_text;

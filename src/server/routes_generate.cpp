@@ -185,6 +185,12 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
   for (size_t i = 0; i < job.choices.size(); ++i) {
     Choice& c = job.choices[i];
     if (c.closed) continue;
+    // An echo with logprobs needs its prompt's scores, which choice 0 of the prompt brings (and
+    // which come before any of its tokens): until they are in, this choice's deltas wait.
+    if (job.api.echo && job.api.logprobs && !c.echo_sent && c.scores_from != i) {
+      const Choice& src = job.choices[c.scores_from];
+      if (!src.echo_sent && !src.handle->finished()) continue;
+    }
     StreamDelta d;
     bool got = c.handle->next(&d, wait);
     const bool finished = c.handle->finished();
@@ -298,6 +304,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
     const int i = int(q % size_t(api->n));
     Choice c;
     c.first_of_prompt = i == 0;
+    c.scores_from = job->choices.size() - size_t(i);  // choice 0 of this prompt
     if (api->echo) {
       const PromptInput& in = api->prompts[k];
       c.prompt = requests[k].prompt;
@@ -307,6 +314,8 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
     }
     GenerationRequest gi = requests[k];
     gi.params.seed = requests[k].params.seed + uint64_t(i);
+    // Choice 0 scores the prompt for all; the others may then reuse its cached blocks.
+    gi.prompt_logprobs = requests[k].prompt_logprobs && i == 0;
     auto handle = st.engine->submit(std::move(gi));
     if (handle.ok()) {
       c.handle = std::move(*handle);

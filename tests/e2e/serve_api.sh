@@ -179,6 +179,26 @@ check "batch usage counts every prompt" test "$(jget "$TMP/batch" 'j["usage"]["p
 code=$(post /v1/completions '{"prompt":["Once upon a time","The cat"],"max_tokens":4,"temperature":0,"n":2}')
 check "a batch with n = 2 has choices 0..3, prompt k at k * 2 + i" \
   test "$(jget "$TMP/body" '[c["index"] for c in j["choices"]] == [0, 1, 2, 3] and j["choices"][0]["text"] == j["choices"][1]["text"] and j["choices"][2]["text"] == j["choices"][3]["text"] and j["choices"][0]["text"] != j["choices"][2]["text"]')" = True
+# With n choices a prompt is scored once (by choice 0) and every choice lists the scores.
+for stream in false true; do
+  curl -s -N --max-time 60 "$URL/v1/completions" \
+    -d "{\"prompt\":$batch,\"max_tokens\":2,\"temperature\":0,\"echo\":true,\"logprobs\":0,\"n\":2,\"stream\":$stream}" >"$TMP/echo_n"
+  check "echo with n = 2 (stream $stream): both choices of each prompt carry its scores" test "$(python3 - "$TMP/echo_n" <<'PY'
+import json, sys
+raw = open(sys.argv[1]).read()
+if raw.startswith("data: "):
+    lps = {}
+    for line in raw.splitlines():
+        if line.startswith("data: {"):
+            for c in json.loads(line[6:])["choices"]:
+                if c["logprobs"]:
+                    lps.setdefault(c["index"], []).extend(c["logprobs"]["token_logprobs"])
+else:
+    lps = {c["index"]: c["logprobs"]["token_logprobs"] for c in json.loads(raw)["choices"]}
+print(len(lps) == 6 and all(lps[2 * k] == lps[2 * k + 1] and len(lps[2 * k]) > 2 for k in range(3)))
+PY
+)" = True
+done
 big=$(python3 -c 'import json; print(json.dumps(["x"] * 65))')
 check "a batch beyond max_queue (64) is 400, not a 429 no retry can clear" \
   test "$(post /v1/completions "{\"prompt\":$big,\"max_tokens\":1}"):$(grep -o 'split the batch' "$TMP/body")" = "400:split the batch"
