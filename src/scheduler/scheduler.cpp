@@ -83,6 +83,10 @@ void Scheduler::preempt(Sequence& s, ScheduleOutput& out, int64_t& budget) {
   out.preempted.push_back(s.id);
 }
 
+int64_t Scheduler::chunk_limit(const Sequence& s, int64_t budget) const {
+  return s.compute_whole_prompt ? std::min(budget, config_.max_all_logits_chunk) : budget;
+}
+
 bool Scheduler::schedule_running(Sequence& s, int64_t max_tokens, ScheduleOutput& out, int64_t& budget) {
   const int64_t want = std::min({max_tokens, s.num_uncomputed(), budget});
   if (want <= 0) return false;
@@ -133,7 +137,7 @@ ScheduleOutput Scheduler::schedule() {
   for (Sequence* s : snapshot) {
     if (s->status != SeqStatus::kRunning || s->num_uncomputed() <= 1) continue;
     if (budget <= 0) break;
-    schedule_running(*s, budget, out, budget);
+    schedule_running(*s, chunk_limit(*s, budget), out, budget);
   }
   // 3. Admission, first come first served; none after a preemption (blocks are short) and none
   //    past the first sequence that does not fit or must wait, so nobody overtakes.
@@ -163,12 +167,12 @@ bool Scheduler::admit_front(ScheduleOutput& out, int64_t& budget) {
       }
     }
     start = match.num_tokens;
-    n = std::min(s->num_tokens() - start, budget);
+    n = std::min(s->num_tokens() - start, chunk_limit(*s, budget));
     if (!cache_.can_allocate(match, start + n)) return false;
     Status st = cache_.allocate(s->id, start + n, match);
     KVS_ASSERT(st.ok(), "allocate failed after can_allocate");
   } else {
-    n = std::min(s->num_uncomputed(), budget);
+    n = std::min(s->num_uncomputed(), chunk_limit(*s, budget));
     if (!cache_.can_allocate(n)) return false;
     Status st = cache_.allocate(s->id, n);
     KVS_ASSERT(st.ok(), "allocate failed after can_allocate");

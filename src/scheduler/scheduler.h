@@ -51,6 +51,10 @@ struct SchedulerConfig {
   // chunk, its blocks wholly before that chunk's first window are released (and stay cached
   // when committed), so a sequence holds O(window) KV memory.
   int64_t attention_window = 0;
+  // Tokens per step at most for a sequence that computes its whole prompt (compute_whole_prompt:
+  // the caller wants every position's logits), so that a step's logits stay that many rows of
+  // the vocabulary (64 x 128K floats = 32 MiB) whatever max_batched_tokens is.
+  int64_t max_all_logits_chunk = 64;
 };
 
 class Scheduler {
@@ -116,6 +120,9 @@ class Scheduler {
   // KV slots and preempting newer sequences when not even one token fits. False when `s`
   // itself was preempted or nothing could be scheduled for it.
   bool schedule_running(Sequence& s, int64_t max_tokens, ScheduleOutput& out, int64_t& budget);
+  // The most tokens s may run this step out of `budget` (max_all_logits_chunk for a sequence
+  // that computes its whole prompt).
+  int64_t chunk_limit(const Sequence& s, int64_t budget) const;
   // Tokens that can be appended to s without a new block beyond the free ones.
   int64_t appendable_tokens(const Sequence& s) const;
   void preempt(Sequence& s, ScheduleOutput& out, int64_t& budget);

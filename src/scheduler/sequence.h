@@ -32,8 +32,9 @@ struct Sequence {
 
   // Prefix cache. ns: the namespace its blocks are cached under ({} when the caller has none).
   BlockHash ns;
-  // Every prompt position must run (its logits are wanted): admission takes no prefix hit. Its
-  // blocks are still committed for others.
+  // Every prompt position must run (its logits are wanted): admission takes no prefix hit, and
+  // its chunks hold at most SchedulerConfig::max_all_logits_chunk tokens. Its blocks are still
+  // committed for others.
   bool compute_whole_prompt = false;
   // Tokens served from the prefix cache at the (last) admission.
   int64_t num_cached_tokens = 0;

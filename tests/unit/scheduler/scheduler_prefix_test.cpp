@@ -87,6 +87,34 @@ TEST(SchedulerPrefix, WholePromptSequenceTakesNoHitNorWaitsButCommits) {
   EXPECT_VERIFIED(s);
 }
 
+TEST(SchedulerPrefix, WholePromptSequenceRunsInChunksOfTheLogitsCap) {
+  KvCacheManager cache(64, 4);
+  SchedulerConfig cfg{4, 64};
+  cfg.max_all_logits_chunk = 6;
+  Scheduler s(cfg, cache);
+  ASSERT_TRUE(s.add(1, iota_tokens(20, 1), kNs1, /*compute_whole_prompt=*/true).ok());
+  ASSERT_TRUE(s.add(2, iota_tokens(20, 100), kNs1).ok());
+  // Step 1: the scoring sequence gets 6 of the 64-token budget, the other the rest of its prompt.
+  ScheduleOutput o = s.schedule();
+  ASSERT_EQ(o.chunks.size(), 2u);
+  expect_chunk(o.chunks[0], 1, 0, 6, false);
+  expect_chunk(o.chunks[1], 2, 0, 20, true);
+  EXPECT_VERIFIED(s);
+  ASSERT_TRUE(s.append_token(2, 7).ok());
+  for (int64_t start = 6; start < 20; start += 6) {
+    o = s.schedule();
+    bool seen = false;
+    for (const ScheduledChunk& c : o.chunks)
+      if (c.seq == 1) {
+        expect_chunk(c, 1, start, int32_t(std::min<int64_t>(6, 20 - start)), start + 6 >= 20);
+        seen = true;
+      }
+    EXPECT_TRUE(seen) << start;
+    ASSERT_TRUE(s.append_token(2, 7).ok());
+    EXPECT_VERIFIED(s);
+  }
+}
+
 TEST(SchedulerPrefix, HitOnABlockBoundaryStillComputesTheLastToken) {
   KvCacheManager cache(64, 4);
   Scheduler s({4, 64}, cache);
