@@ -28,6 +28,7 @@ struct ModelSeq {
   int64_t target_generated = 0; // finishes after sampling this many tokens
   int64_t generated = 0;        // tokens appended so far
   bool done = false;
+  bool whole_prompt = false;  // added with compute_whole_prompt: no prefix hit, capped chunks
 };
 
 int32_t token_for(SeqId id, size_t pos) { return int32_t((id * 131 + int64_t(pos) * 7) % 1000); }
@@ -60,6 +61,7 @@ RunStats run_random(uint32_t seed, bool prefix, int64_t window = 0, bool shift =
   cfg.max_batched_tokens = uni(1, 24);
   cfg.enable_prefix_cache = prefix;
   cfg.attention_window = window;
+  cfg.max_all_logits_chunk = uni(1, 8);
   // Shift mode: a sequence reaching shift_at computed tokens keeps `keep` and drops `discard`.
   const int64_t keep = uni(0, 2 * block_size), discard = int64_t(block_size) * uni(1, 2);
   const int64_t shift_at = keep + discard + block_size * uni(1, 2);
@@ -91,6 +93,11 @@ RunStats run_random(uint32_t seed, bool prefix, int64_t window = 0, bool shift =
       EXPECT_TRUE(in_chunks.insert(c.seq).second) << "two chunks for one sequence";
       EXPECT_EQ(running_set.count(c.seq), 1u) << "chunk of a sequence that is not running";
       ModelSeq& m = model[c.seq];
+      if (m.whole_prompt) {
+        EXPECT_LE(c.num_tokens, cfg.max_all_logits_chunk) << "seed " << seed;
+        EXPECT_FALSE(m.computed == 0 && c.start_pos > 0)
+            << "a whole-prompt sequence took a hit (seed " << seed << ")";
+      }
       if (prefix && m.computed == 0 && c.start_pos > 0) {
         // Admission past a cached prefix: whole blocks, never the last token, and the shared
         // slots hold this sequence's own K/V.
@@ -168,7 +175,8 @@ RunStats run_random(uint32_t seed, bool prefix, int64_t window = 0, bool shift =
       m.target_generated = gen;
       const BlockHash ns = prefix ? BlockHash{0, uint64_t(uni(1, 2))} : BlockHash{};
       ns_of[next_id] = ns;
-      EXPECT_TRUE(sched.add(next_id, m.tokens, ns).ok());
+      m.whole_prompt = uni(0, 4) == 0;  // a fifth of the sequences score their prompt
+      EXPECT_TRUE(sched.add(next_id, m.tokens, ns, m.whole_prompt).ok());
       model[next_id] = m;
       arrival_order.push_back(next_id);
       ++next_id;
