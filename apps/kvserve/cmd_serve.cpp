@@ -45,22 +45,28 @@ Runner add_serve(CLI::App& app) {
       {"--max-body-bytes", "max_body_bytes", "request body limit (default 1MiB)"},
       {"--max-tokens-limit", "max_tokens_limit", "largest max_tokens accepted (default 4096)"},
       {"--context-overflow", "context_overflow",
-       "prompt + max_tokens beyond the context: error (400), truncate (drop the oldest prompt tokens) or shift "
+       "prompt + max_tokens beyond the context: error (400), truncate (drop the oldest prompt tokens) or "
+       "shift "
        "(keep --n-keep sink tokens, drop half of the rest, generate on)"},
       {"--n-keep", "n_keep", "tokens a context shift keeps at the start (default 4)"},
-      {"--attention-window", "attention_window", "sliding attention window in tokens (default 0: the model's own, else none)"},
+      {"--attention-window", "attention_window",
+       "sliding attention window in tokens (default 0: the model's own, else none)"},
       {"--prefix-cache", "prefix_cache", "share KV blocks of common prompt prefixes: on or off (default on)"},
       {"--cache-pin-fraction", "cache_pin_fraction", "share of KV blocks /cache/pin may hold (default 0.2)"},
       {"--log-format", "log_format", "text or json (default text)"},
       {"--log-level", "log_level", "debug, info, warn, error, off (default info)"},
       {"-t,--threads", "threads", "engine worker threads (default: one per core)"},
-      {"--chat-template", "chat_template", "chatml, llama2, llama3, mistral, zephyr, phi3, plain (default: detect)"},
+      {"--chat-template", "chat_template",
+       "chatml, llama2, llama3, mistral, zephyr, phi3, plain (default: detect)"},
+      {"--served-model-name", "served_model_name",
+       "the model id clients see (default: the model's general.name)"},
       {"--http-threads", "http_threads", "HTTP handler threads (default max-seqs + max-queue + 4)"},
       {"--shutdown-timeout", "shutdown_timeout", "seconds to drain on SIGTERM (default 10)"},
       {"--api-key", "api_key",
        "require \"Authorization: Bearer KEY\" (prefer KVSERVE_API_KEY or --api-key-file: flags show in ps)"},
       {"--api-key-file", "api_key_file", "file whose first line is the API key"},
-      {"--cors-origins", "cors_origins", "browser origins allowed to call (\"*\" or a comma list; default none)"},
+      {"--cors-origins", "cors_origins",
+       "browser origins allowed to call (\"*\" or a comma list; default none)"},
   };
   for (const auto& f : kFlags) {
     std::string key = f.key;

@@ -178,6 +178,7 @@ const std::map<std::string, Setter>& setters() {
       {"threads", int_key(&ServerConfig::threads, 0, kMaxThreads)},
       {"chat_template", choice_key(&ServerConfig::chat_template, {"", "auto", "chatml", "llama2", "llama3",
                                                                   "mistral", "zephyr", "phi3", "plain"})},
+      {"served_model_name", text_key(&ServerConfig::served_model_name)},
       {"http_threads", int_key(&ServerConfig::http_threads, 0, 4096)},
       {"shutdown_timeout", seconds_key(&ServerConfig::shutdown_timeout)},
       {"api_key", text_key(&ServerConfig::api_key)},
@@ -211,11 +212,37 @@ std::string format_seconds(double v) {
 }  // namespace
 
 const std::vector<std::string>& config_keys() {
-  static const std::vector<std::string> k = {
-      "model",     "host",           "port",          "kv_type",    "kv_type_k",     "kv_type_v",     "kv_memory",     "ctx",
-      "block_size", "max_seqs",      "max_batched_tokens", "max_queue", "request_timeout", "max_body_bytes",
-      "max_tokens_limit", "no_cache", "context_overflow", "n_keep", "attention_window", "prefix_cache", "cache_pin_fraction", "log_format",   "log_level",  "threads",       "chat_template",
-      "http_threads", "shutdown_timeout", "api_key", "api_key_file", "cors_origins"};
+  static const std::vector<std::string> k = {"model",
+                                             "host",
+                                             "port",
+                                             "kv_type",
+                                             "kv_type_k",
+                                             "kv_type_v",
+                                             "kv_memory",
+                                             "ctx",
+                                             "block_size",
+                                             "max_seqs",
+                                             "max_batched_tokens",
+                                             "max_queue",
+                                             "request_timeout",
+                                             "max_body_bytes",
+                                             "max_tokens_limit",
+                                             "no_cache",
+                                             "context_overflow",
+                                             "n_keep",
+                                             "attention_window",
+                                             "prefix_cache",
+                                             "cache_pin_fraction",
+                                             "log_format",
+                                             "log_level",
+                                             "threads",
+                                             "chat_template",
+                                             "served_model_name",
+                                             "http_threads",
+                                             "shutdown_timeout",
+                                             "api_key",
+                                             "api_key_file",
+                                             "cors_origins"};
   return k;
 }
 
@@ -325,6 +352,7 @@ std::string config_to_yaml(const ServerConfig& c) {
      << "log_level: " << c.log_level << "\n"
      << "threads: " << c.threads << "\n"
      << "chat_template: " << yaml_quote(c.chat_template) << "\n"
+     << "served_model_name: " << yaml_quote(c.served_model_name) << "\n"
      << "http_threads: " << c.http_threads << "\n"
      << "shutdown_timeout: " << format_seconds(c.shutdown_timeout) << "\n";
   // The key itself is never printed: the output goes to terminals, logs and tickets.

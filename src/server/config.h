@@ -42,6 +42,7 @@ struct ServerConfig {
   std::string log_level = "info";     // debug | info | warn | error | off
   int threads = 0;                    // engine threads; 0: one per core
   std::string chat_template;          // "" (detect) or a family name, see chat_template.h
+  std::string served_model_name;      // the model id clients see; "": general.name, else the file name
   int http_threads = 0;               // HTTP handler threads; 0: max_seqs + max_queue + 4
   double shutdown_timeout = 10;       // seconds to drain in-flight requests on SIGTERM
   std::string api_key;                // requests must send "Authorization: Bearer KEY"; "" = open

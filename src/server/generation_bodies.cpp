@@ -112,7 +112,7 @@ json full_body(const Job& job, const std::vector<RequestResult>& results) {
   return json{{"id", job.id},
               {"object", object_name(job.route, false)},
               {"created", job.created},
-              {"model", eng->model_name()},
+              {"model", job.st->model_id},
               {"choices", choices},
               {"usage", usage_of(all)},
               {"timings", timings_of(all)}};
@@ -147,7 +147,7 @@ json chunk_body(Job& job, size_t i, const std::string& text, const std::vector<T
   json j = {{"id", job.id},
             {"object", object_name(job.route, true)},
             {"created", job.created},
-            {"model", eng->model_name()},
+            {"model", job.st->model_id},
             {"choices", json::array({choice})}};
   if (job.api.include_usage) j["usage"] = nullptr;  // OpenAI: null on all but the usage chunk
   return j;
@@ -170,7 +170,7 @@ std::string stream_tail(const Job& job, const RequestResult& combined) {
     json u = {{"id", job.id},
               {"object", object_name(job.route, true)},
               {"created", job.created},
-              {"model", job.st->engine->model_name()},
+              {"model", job.st->model_id},
               {"choices", json::array()},
               {"usage", usage_of(combined)}};
     out += sse_data(u);

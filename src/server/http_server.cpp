@@ -234,6 +234,7 @@ int run_server(const ServerConfig& cfg) {
       return;
     }
     st->engine = std::move(e).value();
+    st->model_id = cfg.served_model_name.empty() ? st->engine->model_name() : cfg.served_model_name;
     const std::string tmpl = st->engine->chat_template();
     if (cfg.chat_template.empty() || cfg.chat_template == "auto") {
       st->chat_family = detect_chat_family(tmpl);
@@ -242,7 +243,7 @@ int run_server(const ServerConfig& cfg) {
     }
     // Announce before /health turns 200, so whoever waited for health sees the lines.
     std::printf("kvserve: ready: model %s, context %lld tokens, chat template %s, kernels %s\n",
-                st->engine->model_name().c_str(), (long long)st->engine->context_length(),
+                st->model_id.c_str(), (long long)st->engine->context_length(),
                 chat_family_name(st->chat_family), active_kernels().name);
     std::printf("curl -s http://%s:%d/generate -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":64}'\n",
                 cfg.host.c_str(), port);

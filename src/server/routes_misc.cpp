@@ -53,7 +53,7 @@ namespace {
 
 // The served model as OpenAI's model object.
 json model_json(const ServerState& st) {
-  return json{{"id", st.engine->model_name()},
+  return json{{"id", st.model_id},
               {"object", "model"},
               {"created", st.started_unix},
               {"owned_by", "kvserve"},
@@ -138,7 +138,7 @@ void register_misc_routes(httplib::Server& svr, ServerState& st) {
   add_route(svr, st, "GET", R"(/v1/models/(.+))", [&st](const httplib::Request& req, httplib::Response& res) {
     if (!require_engine(st, res)) return;
     const std::string id = req.matches[1];
-    if (id != st.engine->model_name())
+    if (id != st.model_id)
       return reply_error(res, 404, "model '" + id + "' is not served here (GET /v1/models lists it)",
                          "invalid_request_error", "model_not_found");
     reply_json(res, 200, model_json(st));

@@ -23,9 +23,10 @@ namespace kvserve::server {
 struct ServerState {
   ServerConfig cfg;
   ApiLimits limits;
-  // Set once by the loader thread before `ready` becomes true; handlers read it only after
+  // Both set once by the loader thread before `ready` becomes true; handlers read them only after
   // seeing `ready` (acquire), so no lock is needed.
   std::unique_ptr<Engine> engine;
+  std::string model_id;  // what /v1/models and every answer call the model (served_model_name)
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};  // SIGTERM received: new generation requests get 503
   ChatFamily chat_family = ChatFamily::kPlain;

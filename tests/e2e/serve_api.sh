@@ -209,6 +209,7 @@ code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models/$mo
 check "/v1/models/ID retrieves the served model" test "$code:$(jget "$TMP/body" 'j["id"]')" = "200:$model_id"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 5 "$URL/v1/models/not-$model_id")
 check "/v1/models/ID of another model is 404 model_not_found" test "$code:$(jget "$TMP/body" 'j["error"]["code"]')" = "404:model_not_found"
+check "answers name the served model" test "$(post /v1/completions '{"prompt":"x","max_tokens":1}'):$(jget "$TMP/body" 'j["model"]')" = "200:$model_id"
 
 # --- errors ------------------------------------------------------------------------------
 check "malformed JSON is 400" test "$(post /generate '{"prompt":')" = 400
@@ -277,7 +278,11 @@ stop_server
 check "SIGTERM exits 0" test "$STOP_RC" = 0
 
 # --- backpressure and draining: recompute mode makes each request slow ------------------
-if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1; then
+if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1 --served-model-name "acme/story-1"; then
+  check "--served-model-name names the model in the ready line" grep -q "ready: model acme/story-1," "$TMP/srv.out"
+  check "... in /v1/models" test "$(curl -s --max-time 5 "$URL/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')" = "acme/story-1"
+  check "... for /v1/models/ID" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/v1/models/acme/story-1")" = 200
+  check "... and in answers" test "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'):$(jget "$TMP/body" 'j["model"]')" = "200:acme/story-1"
   pids=()
   for i in 1 2 3 4 5 6 7 8; do
     curl -s -D "$TMP/h$i" -o "$TMP/b$i" -w '%{http_code}' --max-time 120 "$URL/generate" \

@@ -108,6 +108,7 @@ TEST(ServerConfig, PrintedYamlReadsBackToTheSameValues) {
   s.flags["kv_memory"] = "64MiB";
   s.flags["request_timeout"] = "2.5";
   s.flags["no_cache"] = "true";
+  s.flags["served_model_name"] = "org/model \"7b\"";
   auto c = load_server_config(s);
   ASSERT_TRUE(c.ok());
   std::string yaml = config_to_yaml(*c);
@@ -117,6 +118,7 @@ TEST(ServerConfig, PrintedYamlReadsBackToTheSameValues) {
   EXPECT_EQ(config_to_yaml(back), yaml);
   EXPECT_EQ(back.max_body_bytes, 2u << 20);
   EXPECT_TRUE(back.no_cache);
+  EXPECT_EQ(back.served_model_name, "org/model \"7b\"");
 }
 
 // The key is configuration like any other (KVSERVE_API_KEY is the usual way in), but the printed
