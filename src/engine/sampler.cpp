@@ -58,17 +58,18 @@ void Sampler::apply_logit_bias() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  cand_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
-  apply_penalties(history);
+  auto penalized = [&] {
+    cand_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
+    apply_penalties(history);
+  };
+  penalized();
   if (!params_.logit_bias.empty()) {
     apply_logit_bias();
     // Every token banned: the bans cannot all hold, so they are dropped for this step.
     if (std::all_of(cand_.begin(), cand_.end(),
-                    [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; })) {
-      for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {int32_t(i), logits[i], 0.0f};
-      apply_penalties(history);
-    }
+                    [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; }))
+      penalized();
   }
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {

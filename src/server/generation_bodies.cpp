@@ -29,7 +29,7 @@ json timings_of(const RequestResult& r) {
 // An echoed prompt's logprob entries: the first token's (null: nothing before it) unless it is the
 // BOS the server added, then the engine's scores of the others.
 std::vector<TokenLogprob> echo_entries(const Job& job, const Choice& c) {
-  const std::vector<TokenLogprob>& scores = job.choices[c.scores_from].prompt_logprobs;
+  const std::vector<TokenLogprob>& scores = job.choices[c.prompt_first].prompt_logprobs;
   std::vector<TokenLogprob> out;
   if (!c.first_token_scored && !c.prompt.empty()) {
     TokenLogprob first;
@@ -57,7 +57,7 @@ RequestResult combined_result(const Job& job, const std::vector<RequestResult>& 
   RequestResult all = results.front();
   for (size_t i = 1; i < results.size(); ++i) {
     const RequestResult& r = results[i];
-    if (job.choices[i].first_of_prompt) {
+    if (job.choices[i].prompt_first == i) {
       all.prompt_tokens += r.prompt_tokens;
       all.cached_tokens += r.cached_tokens;
     }

@@ -16,10 +16,9 @@ namespace kvserve::server {
 
 struct Choice {
   std::shared_ptr<RequestHandle> handle;
-  bool first_of_prompt = false;  // choice 0 of its prompt: usage counts that prompt through it
-  // The choice whose engine request scores this one's prompt (echo with logprobs): choice 0 of
-  // the prompt, so a prompt is scored once however many choices it has.
-  size_t scores_from = 0;
+  // Index of choice 0 of this choice's prompt: usage counts the prompt through that choice, and
+  // for an echo with logprobs its engine request scores the prompt for all (once per prompt).
+  size_t prompt_first = 0;
   // echo: the prompt text the choice starts with, its tokens, and whether the first token is a
   // BOS the server added (then it is not listed; else it is, with a null logprob).
   std::string echo_text;

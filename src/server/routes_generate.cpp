@@ -187,8 +187,8 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
     if (c.closed) continue;
     // An echo with logprobs needs its prompt's scores, which choice 0 of the prompt brings (and
     // which come before any of its tokens): until they are in, this choice's deltas wait.
-    if (job.api.echo && job.api.logprobs && !c.echo_sent && c.scores_from != i) {
-      const Choice& src = job.choices[c.scores_from];
+    if (job.api.echo && job.api.logprobs && !c.echo_sent && c.prompt_first != i) {
+      const Choice& src = job.choices[c.prompt_first];
       if (!src.echo_sent && !src.handle->finished()) continue;
     }
     StreamDelta d;
@@ -303,8 +303,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
     const size_t k = q / size_t(api->n);
     const int i = int(q % size_t(api->n));
     Choice c;
-    c.first_of_prompt = i == 0;
-    c.scores_from = job->choices.size() - size_t(i);  // choice 0 of this prompt
+    c.prompt_first = job->choices.size() - size_t(i);
     if (api->echo) {
       const PromptInput& in = api->prompts[k];
       c.prompt = requests[k].prompt;
