@@ -2,10 +2,11 @@
 // Q4_0 (KernelTable::packed of the `amx` table). Same packed layout as the AVX-512 table
 // (packed_layout.h), same results bit for bit.
 //
-// Why: prefill is bound by arithmetic. The AVX-512 kernel (gemm_packed_avx512.cpp) spends a block
-// of 16 weight rows x 8 activation rows on 64 vpdpbusd and 64 broadcasts; one tdpbsud multiplies a
-// block of 16 weight rows by 16 activation rows (8,192 byte products) in a single instruction.
-// What remains per block is the f32 step, the same as the AVX-512 kernel's.
+// Why: prefill and batched decode are bound by arithmetic. The AVX-512 kernel
+// (gemm_packed_avx512.cpp) spends a block of 16 weight rows x 8 activation rows on 64 vpdpbusd and
+// 64 broadcasts; one tdpbsud multiplies a block of 16 weight rows by up to 16 activation rows
+// (8,192 byte products) in a single instruction. What remains per block is the f32 step, the same
+// as the AVX-512 kernel's.
 //
 // A block's weight codes are already an AMX "B" tile: the packed layout puts bytes 4r .. 4r+3 of
 // code vector j at elements 4j .. 4j+3 of row r, which is B's row j (K/4 = 8 rows of 16 x 4
@@ -18,15 +19,16 @@
 // Arithmetic per output, as in gemm_packed_avx512.cpp: isum = -kBias * sum(x) + sum((q + kBias) x)
 // (exact int32), then acc = fma(d_w * d_x, float(isum), acc) block after block. The integer sum
 // is exact whoever computes it, and the f32 steps are the same operations in the same order, so
-// this kernel and the AVX-512 one give identical bits; that is why the AMX table can send
-// activation rows past the last full tile of 16 (and whole decode-sized calls) to the AVX-512
-// kernel without a result depending on the batch.
+// this kernel and the AVX-512 one give identical bits; that is why the AMX table can send calls
+// of few activation rows (a decode step's one) and the few rows past a call's last tile to the
+// AVX-512 kernel without a result depending on the batch.
 //
 // Linux grants AMX's tile data state per process on request (arch_prctl ARCH_REQ_XCOMP_PERM);
 // isa_supported(Isa::kAmx) makes that request, and this table is used only where it succeeded.
 // Compiled with AVX-512 and AMX flags; nothing here runs elsewhere.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -59,15 +61,16 @@ struct alignas(64) TileConfig {
 static_assert(sizeof(TileConfig) == 64 && offsetof(TileConfig, colsb) == 16 && offsetof(TileConfig, rows) == 48,
               "ldtilecfg's memory layout");
 
-TileConfig tile_config() {
+// Tiles for `rows` (1 .. 16) activation rows.
+TileConfig tile_config(int rows) {
   TileConfig c;
-  for (int t : {kC0, kC1}) c.rows[t] = kTileRows, c.colsb[t] = kRows * 4;
-  for (int t : {kA0, kA1}) c.rows[t] = kTileRows, c.colsb[t] = kQK;
+  for (int t : {kC0, kC1}) c.rows[t] = uint8_t(rows), c.colsb[t] = kRows * 4;
+  for (int t : {kA0, kA1}) c.rows[t] = uint8_t(rows), c.colsb[t] = kQK;
   for (int t : {kB0, kB1}) c.rows[t] = kQK / 4, c.colsb[t] = kRows * 4;
   return c;
 }
 
-// A block's tile work, c[k][r] = sum_e x[k][e] * code[r][e] for the 16 activation rows at x (xs
+// A block's tile work, c[k][r] = sum_e x[k][e] * code[r][e] for the activation rows at x (xs
 // bytes apart, the block's 32 codes each) and one block's weight codes (Q8_0's code layout), one
 // block (single) or two (pair, into c0 and c1). Two implementations of one sequence of tile
 // operations: the AMX instructions, and the same operations in scalar code as the instruction set
@@ -75,7 +78,13 @@ TileConfig tile_config() {
 // (fill_amx_emulated_packed_kernels). GCC's tile intrinsics paste their register numbers into
 // the assembly text, hence the literals.
 struct AmxTiles {
-  static void begin(const TileConfig& c) { _tile_loadconfig(&c); }
+  static void begin(const TileConfig& c) {
+    // GCC does not always count the 64 bytes ldtilecfg reads as used: in a variant of this file
+    // (the rows and widths set in other loops) it dropped their stores, leaving an all-zero
+    // configuration and #UD on the first tile instruction. The empty asm reads all of c.
+    asm volatile("" : : "m"(c));
+    _tile_loadconfig(&c);
+  }
   static void end() { _tile_release(); }  // back to the init state: a context switch need not save tiles
   static void pair(const uint8_t* x0, const uint8_t* x1, size_t xs, const uint8_t* w0, const uint8_t* w1,
                    int32_t* c0, int32_t* c1) {
@@ -190,65 +199,108 @@ const uint8_t* unpacked_codes(const uint8_t* group, int64_t nb) {
   }
 }
 
-// acc[k] = fma(d_w * d_x[k][b], float(isum[k]), acc[k]) for the 16 activation rows of a tile, isum
+// acc[k] = fma(d_w * d_x[k][b], float(isum[k]), acc[k]) for the M activation rows of a tile, isum
 // being the tile's int32 sums c[k][r] plus the bias correction: group_tile's f32 step exactly.
-template <typename F>
-inline void apply_block(const int32_t (*c)[kRows], const uint8_t* group, int64_t nb, const Q8ActRow* a, int64_t b,
-                        __m512 acc[kTileRows]) {
+template <typename F, int M>
+inline void apply_block(const int32_t (*c)[kRows], const uint8_t* group, int64_t nb, const Q8ActRow* a,
+                        int64_t b, __m512 acc[M]) {
   const __m512 dw =
       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(GroupLayout<F>::scales(group, nb, b))));
-  for (int k = 0; k < kTileRows; ++k) {
+  for (int k = 0; k < M; ++k) {
     const __m512i isum = _mm512_add_epi32(_mm512_set1_epi32(-F::kBias * a[k].sum[b]), _mm512_load_si512(c[k]));
     acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[k].dx[b])), _mm512_cvtepi32_ps(isum), acc[k]);
   }
 }
 
 // One group of 16 weight rows (group: its packed bytes, for the scales; codes: its code vectors
-// where GroupLayout<PackQ8_0>::codes finds them) times the 16 activation rows at x (xs bytes apart;
-// a: the same rows' views): y[k * ys + r].
-template <typename Tiles, typename F>
+// where GroupLayout<PackQ8_0>::codes finds them) times the M activation rows at x (xs bytes apart;
+// a: the same rows' views): y[k * ys + r]. kHint: hint the weight stream ahead as the vector
+// kernels do (calls of one tile of rows or fewer, where each weight byte is used once).
+template <typename Tiles, typename F, int M, bool kHint>
 void group_tile(int64_t nb, const uint8_t* group, const uint8_t* codes, const uint8_t* x, size_t xs,
                 const Q8ActRow* a, float* y, size_t ys) {
   using Q8 = GroupLayout<PackQ8_0>;
   alignas(64) int32_t c[2][kTileRows][kRows];
-  __m512 acc[kTileRows];
-  for (int k = 0; k < kTileRows; ++k) acc[k] = _mm512_setzero_ps();
+  __m512 acc[M];
+  for (int k = 0; k < M; ++k) acc[k] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    if constexpr (kHint) GroupLayout<F>::template hint<kWeightHintBytes>(group, nb, b);
     Tiles::pair(x + size_t(b) * kQK, x + size_t(b + 1) * kQK, xs, Q8::codes(codes, nb, b),
                 Q8::codes(codes, nb, b + 1), c[0][0], c[1][0]);
-    apply_block<F>(c[0], group, nb, a, b, acc);
-    apply_block<F>(c[1], group, nb, a, b + 1, acc);
+    apply_block<F, M>(c[0], group, nb, a, b, acc);
+    apply_block<F, M>(c[1], group, nb, a, b + 1, acc);
   }
   if (b < nb) {
     Tiles::single(x + size_t(b) * kQK, xs, Q8::codes(codes, nb, b), c[0][0]);
-    apply_block<F>(c[0], group, nb, a, b, acc);
+    apply_block<F, M>(c[0], group, nb, a, b, acc);
   }
-  for (int k = 0; k < kTileRows; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
+  for (int k = 0; k < M; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }
 
-// The packed GEMM entry (PackedKernels::gemm): full tiles of 16 activation rows on AMX, group by
-// group (a group's codes, unpacked once, serve every tile), the rest on the AVX-512 kernel.
+// Every group of the call times `tiles` tiles of M activation rows at x, under one tile
+// configuration, group by group (a group's codes, unpacked once, serve every tile).
+template <typename Tiles, typename F, int M, bool kHint>
+void tiles_of_rows(int64_t nb, const void* w, size_t gb, int64_t ng, const uint8_t* x, size_t xs,
+                   int64_t tiles, float* y, size_t ys) {
+  Tiles::begin(tile_config(M));
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* group = static_cast<const uint8_t*>(w) + size_t(g) * gb;
+    const uint8_t* codes = unpacked_codes<F>(group, nb);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const uint8_t* xt = x + size_t(t) * M * xs;
+      Q8ActRow a[M];
+      for (int k = 0; k < M; ++k) a[k] = q8_act_row(xt + size_t(k) * xs, nb);
+      group_tile<Tiles, F, M, kHint>(nb, group, codes, xt, xs, a, y + size_t(t) * M * ys + size_t(g) * kRows,
+                                     ys);
+    }
+  }
+}
+
+// Fewer activation rows than this go to the AVX-512 kernel. Every block's sums pass through a tile
+// store whatever the rows, so a tile of few rows costs nearly what a full one does: for Q8_0 the
+// tiles overtake the vector kernel from ~8 rows; Q5_0 and Q4_0 also unpack each group's codes
+// first, which only full tiles pay back (docs/architecture.md, "AMX tiles").
+template <typename F>
+constexpr int64_t kMinTileRows = std::is_same_v<F, PackQ8_0> ? 8 : kTileRows;
+
+// The rows left after a call's full tiles (kMinTileRows .. 15) as one tile of that many rows.
+template <typename Tiles, typename F, int M = int(kMinTileRows<F>)>
+void partial_tile(int rows, int64_t nb, const void* w, size_t gb, int64_t ng, const uint8_t* x, size_t xs,
+                  float* y, size_t ys) {
+  if constexpr (M < kTileRows) {
+    if (rows != M) return partial_tile<Tiles, F, M + 1>(rows, nb, w, gb, ng, x, xs, y, ys);
+    tiles_of_rows<Tiles, F, M, true>(nb, w, gb, ng, x, xs, 1, y, ys);
+  }
+}
+
+// The packed GEMM entry (PackedKernels::gemm): tiles of 16 activation rows, then for Q8_0 one tile
+// of the 8 .. 15 rows left, on AMX; fewer rows (a call's, or those after its tiles) on the AVX-512
+// kernel. A call of more than one tile of rows is a prefill chunk whose weights the next chunks
+// reuse (matmul.cpp's weight tiles): no stream to hint.
 template <typename Tiles, typename F>
 void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, size_t xs, int64_t nx, float* y,
           size_t ys) {
   const int64_t nb = cols / kQK;
-  const int64_t full = nx / kTileRows * kTileRows;
   const auto* xb = static_cast<const uint8_t*>(x);
-  if (full > 0) {
-    Tiles::begin(tile_config());
-    for (int64_t g = 0; g < ng; ++g) {
-      const uint8_t* group = static_cast<const uint8_t*>(w) + size_t(g) * gb;
-      const uint8_t* codes = unpacked_codes<F>(group, nb);
-      for (int64_t k0 = 0; k0 < full; k0 += kTileRows) {
-        Q8ActRow a[kTileRows];
-        for (int k = 0; k < kTileRows; ++k) a[k] = q8_act_row(xb + size_t(k0 + k) * xs, nb);
-        group_tile<Tiles, F>(nb, group, codes, xb + size_t(k0) * xs, xs, a, y + size_t(k0) * ys + size_t(g) * kRows, ys);
-      }
-    }
-    Tiles::end();
+  if (nx < kMinTileRows<F>) return g_vector_gemm<Tiles, F>(cols, w, gb, ng, xb, xs, nx, y, ys);
+  const int64_t full = nx / kTileRows;
+  if (nx > kTileRows) {
+    tiles_of_rows<Tiles, F, kTileRows, false>(nb, w, gb, ng, xb, xs, full, y, ys);
+  } else if (full > 0) {
+    tiles_of_rows<Tiles, F, kTileRows, true>(nb, w, gb, ng, xb, xs, full, y, ys);
   }
-  if (nx > full) g_vector_gemm<Tiles, F>(cols, w, gb, ng, xb + size_t(full) * xs, xs, nx - full, y + size_t(full) * ys, ys);
+  const int rest = int(nx - full * kTileRows);
+  const uint8_t* xr = xb + size_t(full) * kTileRows * xs;
+  float* yr = y + size_t(full) * kTileRows * ys;
+  if constexpr (kMinTileRows<F> < kTileRows) {
+    if (rest >= kMinTileRows<F>) {
+      partial_tile<Tiles, F>(rest, nb, w, gb, ng, xr, xs, yr, ys);
+      return Tiles::end();
+    }
+  }
+  Tiles::end();
+  if (rest > 0) g_vector_gemm<Tiles, F>(cols, w, gb, ng, xr, xs, rest, yr, ys);
 }
 
 template <typename Tiles, typename F>
