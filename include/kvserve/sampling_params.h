@@ -25,6 +25,10 @@ struct SamplingParams {
   // sampling; a bias of -100 or less bans the token (its logit becomes -inf). The logprobs a
   // request reports stay the model's own.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Constrain the output to one JSON object (OpenAI's response_format json_object): every step
+  // masks the tokens that cannot continue one, and the request ends ("stop") when it closes.
+  // Honoured by the engine (the server); Generator ignores it.
+  bool json_object = false;
 };
 
 // The bounds of a logit bias (OpenAI's) and of how many tokens one request may bias.

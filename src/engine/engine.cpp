@@ -293,11 +293,18 @@ void Engine::Impl::loop() {
   publish_stats();
 }
 
+const ConstraintVocab* Engine::Impl::json_vocab_for(const GenerationRequest& r) {
+  if (!r.params.json_object) return nullptr;
+  if (!json_vocab) json_vocab = std::make_unique<ConstraintVocab>(ConstraintVocab::from(*tokenizer));
+  return json_vocab.get();
+}
+
 void Engine::Impl::admit_pending() {
   for (EngineTask& task : queue.drain_tasks()) task();
   for (PendingRequest& p : queue.drain()) {
     const SeqId id = SeqId(p.handle->id());
-    auto a = std::make_unique<ActiveRequest>(std::move(p), *tokenizer);
+    const ConstraintVocab* json = json_vocab_for(p.request);
+    auto a = std::make_unique<ActiveRequest>(std::move(p), *tokenizer, json);
     a->result.prompt_tokens = int64_t(a->request.prompt.size());
     if (config.prefix_cache) a->ns = prefix_namespace(fingerprint, kv_signature, a->request.cache_salt);
     if (a->request.prompt_logprobs) a->prompt_logprobs.resize(a->request.prompt.size() - 1);
@@ -424,6 +431,10 @@ void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
   }
   const Sequence* s = scheduler.find(id);
   const int32_t tok = a.sampler.sample(lg, s->tokens);
+  if (tok == Sampler::kNoToken) {
+    finish(id, "error", "no token of the vocabulary can continue the JSON object");
+    return;
+  }
   const SteadyTime now = Clock::now();
   if (a.result.generated_tokens == 0 && a.result.ttft_seconds == 0) {
     a.result.ttft_seconds = seconds_between(a.submitted, now);
@@ -450,8 +461,8 @@ void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
   d.text = a.stops.push(a.detok.push(tok));
   a.result.text += d.text;
   RequestHandleWriter::push(*a.handle, std::move(d));
-  if (a.stops.stopped()) {
-    finish(id, "stop");
+  if (a.stops.stopped() || a.sampler.constraint_complete()) {
+    finish(id, "stop");  // a stop string, or the JSON object asked for has closed
   } else if (a.result.generated_tokens >= p.max_tokens) {
     finish(id, "length");
   } else if (overflow == ContextOverflow::kShift) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/context_policy.h"
+#include "engine/json_constraint.h"
 #include "engine/model_fingerprint.h"
 #include "engine/model_runner.h"
 #include "engine/request_queue.h"
@@ -29,11 +30,12 @@ namespace kvserve {
 
 // Per-request state the scheduler does not know about: sampling, text and timing.
 struct ActiveRequest {
-  ActiveRequest(PendingRequest p, const Tokenizer& tok)
+  // json_vocab: the engine's ConstraintVocab when the request asks for a JSON object.
+  ActiveRequest(PendingRequest p, const Tokenizer& tok, const ConstraintVocab* json_vocab)
       : handle(std::move(p.handle)),
         request(std::move(p.request)),
         submitted(p.submitted),
-        sampler(request.params),
+        sampler(request.params, json_vocab),
         detok(tok),
         stops(request.params.stop),
         pin(std::move(p.pin)) {}
@@ -95,6 +97,9 @@ struct Engine::Impl {
   std::string kv_signature;  // KV element types and block size, part of every namespace
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
+  // The JSON mask's view of the vocabulary, built on the first request that asks for JSON.
+  std::unique_ptr<ConstraintVocab> json_vocab;
+  const ConstraintVocab* json_vocab_for(const GenerationRequest& r);
   KvStorage kv;
   RequestQueue queue;
 

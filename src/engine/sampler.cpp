@@ -17,7 +17,10 @@ uint64_t Rng::next_u64() {
 
 double Rng::next_unit() { return double(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+Sampler::Sampler(const SamplingParams& params, const ConstraintVocab* vocab)
+    : params_(params), rng_(params.seed) {
+  if (params.json_object && vocab != nullptr) json_.emplace(*vocab);
+}
 
 void Sampler::apply_penalties(std::span<const int32_t> history) {
   const auto& p = params_;
@@ -71,7 +74,31 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                     [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; }))
       penalized();
   }
+  if (json_ && !apply_constraint()) return kNoToken;
+  const int32_t tok = choose();
+  if (json_) json_->accept(tok);
+  return tok;
+}
 
+bool Sampler::apply_constraint() {
+  if (!json_->allowed(&allowed_) || allowed_.size() != cand_.size()) return false;
+  bool any = false;
+  for (size_t i = 0; i < cand_.size(); ++i) {
+    if (allowed_[i] == 0) {
+      cand_[i].logit = -std::numeric_limits<float>::infinity();
+    } else {
+      any = any || !std::isinf(cand_[i].logit);
+    }
+  }
+  // Every allowed token banned by logit_bias: the bans give way, the constraint does not.
+  if (!any) {
+    for (size_t i = 0; i < cand_.size(); ++i)
+      if (allowed_[i] != 0 && std::isinf(cand_[i].logit)) cand_[i].logit = -1e30f;
+  }
+  return true;
+}
+
+int32_t Sampler::choose() {
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
@@ -87,6 +114,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   } else {
     std::sort(cand_.begin(), cand_.end(), by_logit);
   }
+  // Banned or masked tokens (-inf) sorted last are no candidates, not even the draw's fallback.
+  while (n > 1 && std::isinf(cand_[n - 1].logit) && cand_[n - 1].logit < 0) --n;
   // Softmax at the temperature over the survivors (sorted, so cand_[0] is the max).
   const float max_logit = cand_[0].logit;
   double sum = 0;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "engine/json_constraint.h"
 #include "kvserve/sampling_params.h"
 #include "util/status.h"
 
@@ -29,10 +31,16 @@ Status check_logit_bias(const SamplingParams& params, int32_t n_vocab);
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params);
+  // vocab: what the JSON mask needs when params.json_object is set (nullptr: no constraint).
+  explicit Sampler(const SamplingParams& params, const ConstraintVocab* vocab = nullptr);
 
-  // history: the sequence's tokens so far (prompt and generated) for the penalties.
+  // The value sample() returns when a constraint leaves no token to choose.
+  static constexpr int32_t kNoToken = -1;
+  // history: the sequence's tokens so far (prompt and generated) for the penalties. Under a
+  // constraint, only tokens that continue it are candidates, and the one chosen advances it.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The constraint (if any) is satisfied and nothing more may follow.
+  bool constraint_complete() const { return json_ && json_->complete(); }
 
  private:
   struct Candidate {
@@ -42,10 +50,14 @@ class Sampler {
   };
   void apply_penalties(std::span<const int32_t> history);
   void apply_logit_bias();
+  bool apply_constraint();  // false: no candidate is left
+  int32_t choose();
 
   SamplingParams params_;
   Rng rng_;
   std::vector<Candidate> cand_;  // [n_vocab] reused between calls
+  std::optional<JsonConstraint> json_;
+  std::vector<uint8_t> allowed_;  // [n_vocab] the constraint's mask, reused
 };
 
 }  // namespace kvserve

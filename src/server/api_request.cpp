@@ -208,18 +208,31 @@ Status get_messages(const json& j, ApiRequest* r) {
   return Status::ok_status();
 }
 
+// response_format: {"type": "text"} (free text, the default) or {"type": "json_object"} (one JSON
+// object, SamplingParams::json_object). JSON schemas are refused: constraining to a schema is more
+// than constraining to JSON, and answering one with unchecked JSON would be wrong.
+Status get_response_format(const json& j, bool* json_object) {
+  auto it = j.find("response_format");
+  if (it == j.end() || it->is_null()) return Status::ok_status();
+  const json type = it->is_object() ? it->value("type", json()) : json();
+  if (type == "json_object") {
+    *json_object = true;
+    return Status::ok_status();
+  }
+  if (type == "json_schema")
+    return field_error("response_format", "json_schema is not supported (json_object and text are)");
+  if (type != "text")
+    return field_error("response_format", "expected {\"type\": \"text\" | \"json_object\"}");
+  return Status::ok_status();
+}
+
 // OpenAI fields that change what a response must be and that kvserve cannot honour: a request
 // that sets one to anything but its neutral value is refused (400 naming it) rather than answered
-// as if it had not (a caller asking for JSON output or a tool call would otherwise get free text).
-// Neutral values, which client libraries send by default, pass: null, "text" formats, empty
-// tool lists, "none"/"auto" tool choices without tools, echo false, best_of 1.
+// as if it had not (a caller asking for a tool call would otherwise get free text). Neutral
+// values, which client libraries send by default, pass: null, empty tool lists, "none"/"auto"
+// tool choices without tools, echo false, best_of 1.
 Status reject_unhonoured(const json& j, Route route) {
   const auto given = [&](const char* f) { return j.contains(f) && !j[f].is_null(); };
-  if (given("response_format")) {
-    const json& rf = j["response_format"];
-    if (!rf.is_object() || rf.value("type", json()) != "text")
-      return field_error("response_format", "only {\"type\": \"text\"} is supported (no constrained decoding)");
-  }
   for (const char* f : {"tools", "functions"})
     if (given(f) && !(j[f].is_array() && j[f].empty())) return field_error(f, "function calling is not supported");
   for (const char* f : {"tool_choice", "function_call"})
@@ -276,6 +289,7 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   if (seed_given) p.seed = uint64_t(seed);
   KVS_RETURN_IF_ERROR(get_stop(j, &p.stop));
   KVS_RETURN_IF_ERROR(get_logit_bias(j, &p.logit_bias));
+  KVS_RETURN_IF_ERROR(get_response_format(j, &p.json_object));
   KVS_RETURN_IF_ERROR(get_bool(j, "ignore_eos", &p.ignore_eos));
   KVS_RETURN_IF_ERROR(get_bool(j, "stream", &r->stream));
   KVS_RETURN_IF_ERROR(get_string(j, "model", &r->model));

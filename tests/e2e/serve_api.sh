@@ -73,6 +73,18 @@ curl -s -N --max-time 60 "$URL/v1/chat/completions" \
 check "chat stream ends with [DONE]" test "$(grep -v '^$' "$TMP/chatsse" | tail -1)" = "data: [DONE]"
 check "chat stream chunks" grep -q '"chat.completion.chunk"' "$TMP/chatsse"
 
+# response_format json_object: the answer is one JSON object, "stop" when it closed (with "}",
+# stories260K's byte token 128, forced wherever it may come, at once), or cut by max_tokens the
+# start of one; json_schema is refused.
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"JSON please"}],"max_tokens":40,"temperature":0,"response_format":{"type":"json_object"},"logit_bias":{"128":100}}')
+check "json_object 200" test "$code" = 200
+check "json_object answer is a JSON object ending stop" test "$(jget "$TMP/body" 'type(json.loads(j["choices"][0]["message"]["content"])).__name__ + " " + j["choices"][0]["finish_reason"]')" = "dict stop"
+code=$(post /v1/completions '{"prompt":"Once","max_tokens":12,"temperature":0,"response_format":{"type":"json_object"}}')
+check "json_object cut by max_tokens starts an object" \
+  test "$code:$(jget "$TMP/body" 'j["choices"][0]["text"].lstrip()[:1] + " " + j["choices"][0]["finish_reason"]')" = "200:{ length"
+check "json_schema is 400" test "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{}}}}')" = 400
+check "... naming response_format" grep -q response_format "$TMP/body"
+
 code=$(post /tokenize "{\"content\":\"$P\"}")
 check "/tokenize 200" test "$code" = 200
 api_toks=$(jget "$TMP/body" '" ".join(map(str, j["tokens"]))')

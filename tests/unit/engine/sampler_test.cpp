@@ -1,9 +1,12 @@
+#include "engine/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <string>
 
-#include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 
 namespace kvserve {
@@ -153,6 +156,72 @@ TEST(Sampler, CheckLogitBiasRanges) {
   EXPECT_FALSE(check_logit_bias(p, 512).ok());
   p.logit_bias.assign(kMaxLogitBiasTokens + 1, {0, 1.0f});
   EXPECT_FALSE(check_logit_bias(p, 512).ok());
+}
+
+// A toy vocabulary for the JSON mask: piece i is token i's bytes; token 9 is excluded (as an
+// end-of-generation token is).
+ConstraintVocab toy_vocab() {
+  ConstraintVocab v;
+  v.pieces = {"x", "{", "}", "\"k\"", ":", "1", " ", "\"", "{\"a\":", "</s>"};
+  v.excluded.assign(v.pieces.size(), 0);
+  v.excluded[9] = 1;
+  return v;
+}
+
+// Whatever the logits prefer, a constrained sampler only ever picks tokens that continue one JSON
+// object, and says when it has closed; unconstrained, the same logits give the favourite.
+TEST(Sampler, JsonObjectMasksTokensThatCannotContinue) {
+  const ConstraintVocab vocab = toy_vocab();
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.json_object = true;
+    p.seed = 7;
+    Sampler s(p, &vocab);
+    // "x" (which only a string may hold) and the excluded token are the favourites.
+    std::vector<float> l = {9.0f, 1.0f, 0.5f, 2.0f, 2.0f, 2.0f, 0.0f, 1.5f, 3.0f, 10.0f};
+    std::string text;
+    int steps = 0;
+    while (!s.constraint_complete() && steps < 200) {
+      const int32_t tok = s.sample(l, {});
+      ASSERT_GE(tok, 0);
+      ASSERT_NE(tok, 9);
+      text += vocab.pieces[size_t(tok)];
+      ++steps;
+      // As the text grows, favour closing quotes and braces over opening more objects.
+      l[2] += 0.5f, l[7] += 0.5f, l[8] -= 1.0f;
+    }
+    EXPECT_TRUE(s.constraint_complete()) << text;
+    EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+    EXPECT_LT(steps, 200);
+  }
+  SamplingParams free;
+  free.temperature = 0;
+  Sampler unconstrained(free, &vocab);  // json_object off: the vocabulary is not used
+  EXPECT_EQ(unconstrained.sample(
+                std::vector<float>{9.0f, 1.0f, 0.5f, 2.0f, 2.0f, 2.0f, 0.0f, 1.5f, 3.0f, 10.0f}, {}),
+            9);
+  EXPECT_FALSE(unconstrained.constraint_complete());
+}
+
+// A ban (logit_bias -100) on every token the constraint allows gives way; a vocabulary with no
+// allowed token at all gives kNoToken.
+TEST(Sampler, JsonObjectOutranksBansAndReportsDeadEnds) {
+  const ConstraintVocab vocab = toy_vocab();
+  SamplingParams p;
+  p.temperature = 0;
+  p.json_object = true;
+  p.logit_bias = {{1, -100.0f}, {6, -100.0f}, {8, -100.0f}};  // every opening token
+  Sampler s(p, &vocab);
+  const std::vector<float> l(vocab.pieces.size(), 0.0f);
+  const int32_t tok = s.sample(l, {});
+  EXPECT_TRUE(tok == 1 || tok == 6 || tok == 8) << tok;
+
+  ConstraintVocab dead;
+  dead.pieces = {"x", "]"};
+  dead.excluded = {0, 0};
+  Sampler d(p, &dead);
+  EXPECT_EQ(d.sample(std::vector<float>{1.0f, 2.0f}, {}), Sampler::kNoToken);
 }
 
 TEST(StopMatcher, HoldsBackPartialStopAndCuts) {

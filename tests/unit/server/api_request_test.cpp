@@ -169,6 +169,23 @@ TEST(ApiRequest, EveryRejectionNamesTheField) {
   }
 }
 
+// response_format json_object (every route) asks the engine for one JSON object; text and null
+// leave the output free.
+TEST(ApiRequest, ResponseFormatJsonObject) {
+  for (Route route : {Route::kGenerate, Route::kCompletion, Route::kChat}) {
+    const std::string head =
+        route == Route::kChat ? R"({"messages":[{"role":"user","content":"x"}])" : R"({"prompt":"x")";
+    auto r = parse(head + R"(,"response_format":{"type":"json_object"}})", route);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(r->params.json_object);
+    for (const char* free : {R"(,"response_format":{"type":"text"}})", R"(,"response_format":null})", "}"}) {
+      r = parse(head + free, route);
+      ASSERT_TRUE(r.ok()) << free;
+      EXPECT_FALSE(r->params.json_object) << free;
+    }
+  }
+}
+
 TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
   // Neutral values, as client libraries send them by default, pass on every route.
   for (Route route : {Route::kGenerate, Route::kCompletion, Route::kChat}) {
@@ -181,7 +198,9 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
     }
   }
   const std::pair<const char*, const char*> refused[] = {
-      {R"("response_format":{"type":"json_object"})", "response_format"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{}}})",
+       "response_format"},
+      {R"("response_format":{"type":"xml"})", "response_format"},
       {R"("response_format":"json")", "response_format"},
       {R"("tools":[{"type":"function","function":{"name":"f"}}])", "tools"},
       {R"("functions":[{"name":"f"}])", "functions"},
