@@ -26,6 +26,13 @@ class JsonPrefix {
   bool feed_byte(uint8_t c);
   // The object is closed: the text so far is one complete JSON object (and whitespace).
   bool complete() const { return mode_ == Mode::kDone; }
+  // Inside a string, between characters (no escape or multi-byte character half read): what may
+  // follow then does not depend on anything before the string's opening quote.
+  bool in_string() const { return mode_ == Mode::kString; }
+  // Anywhere within a string's body (escapes and multi-byte characters included).
+  bool within_string() const {
+    return mode_ == Mode::kString || mode_ == Mode::kEscape || mode_ == Mode::kHex || mode_ == Mode::kUtf8;
+  }
 
  private:
   enum class Mode : uint8_t {

@@ -161,11 +161,10 @@ TEST(Sampler, CheckLogitBiasRanges) {
 // A toy vocabulary for the JSON mask: piece i is token i's bytes; token 9 is excluded (as an
 // end-of-generation token is).
 ConstraintVocab toy_vocab() {
-  ConstraintVocab v;
-  v.pieces = {"x", "{", "}", "\"k\"", ":", "1", " ", "\"", "{\"a\":", "</s>"};
-  v.excluded.assign(v.pieces.size(), 0);
-  v.excluded[9] = 1;
-  return v;
+  std::vector<uint8_t> excluded(10, 0);
+  excluded[9] = 1;
+  return ConstraintVocab::from_pieces({"x", "{", "}", "\"k\"", ":", "1", " ", "\"", "{\"a\":", "</s>"},
+                                      excluded);
 }
 
 // Whatever the logits prefer, a constrained sampler only ever picks tokens that continue one JSON
@@ -217,9 +216,7 @@ TEST(Sampler, JsonObjectOutranksBansAndReportsDeadEnds) {
   const int32_t tok = s.sample(l, {});
   EXPECT_TRUE(tok == 1 || tok == 6 || tok == 8) << tok;
 
-  ConstraintVocab dead;
-  dead.pieces = {"x", "]"};
-  dead.excluded = {0, 0};
+  const ConstraintVocab dead = ConstraintVocab::from_pieces({"x", "]"}, {0, 0});
   Sampler d(p, &dead);
   EXPECT_EQ(d.sample(std::vector<float>{1.0f, 2.0f}, {}), Sampler::kNoToken);
 }
