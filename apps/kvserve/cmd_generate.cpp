@@ -43,6 +43,7 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--logit-bias", o->logit_bias,
                   "ID=BIAS: add BIAS (-100..100; -100 bans) to token ID's logit (repeatable)");
   cmd->add_flag("--ignore-eos", o->sp.ignore_eos, "do not stop at end-of-generation tokens");
+  cmd->add_flag("--json", o->sp.json_object, "answer with one JSON object (stops when it closes)");
   cmd->add_flag("--echo", o->echo, "print the detokenized prompt first");
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS even if the model asks for it");
   add_context_flags(cmd, &o->engine);

@@ -26,8 +26,7 @@ struct SamplingParams {
   // request reports stay the model's own.
   std::vector<std::pair<int32_t, float>> logit_bias;
   // Constrain the output to one JSON object (OpenAI's response_format json_object): every step
-  // masks the tokens that cannot continue one, and the request ends ("stop") when it closes.
-  // Honoured by the engine (the server); Generator ignores it.
+  // masks the tokens that cannot continue one, and generation ends ("stop") when it closes.
   bool json_object = false;
 };
 

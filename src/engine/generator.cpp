@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "engine/kv_arena_size.h"
 #include "engine/sampler.h"
@@ -112,7 +113,10 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
   res.prefill_seconds = seconds_since(t0);
   int32_t peak_blocks = cache_.num_blocks_used();
 
-  Sampler sampler(params);
+  // JSON mode: the mask's view of the vocabulary, for this call (the engine keeps one per engine).
+  std::optional<ConstraintVocab> json_vocab;
+  if (params.json_object) json_vocab.emplace(ConstraintVocab::from(*tokenizer_));
+  Sampler sampler(params, json_vocab ? &*json_vocab : nullptr);
   StreamDetokenizer detok(*tokenizer_);
   StopMatcher stops(params.stop);
   bool keep_going = true;
@@ -125,6 +129,10 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
   auto t1 = std::chrono::steady_clock::now();
   while (int64_t(res.tokens.size()) < params.max_tokens && keep_going) {
     int32_t next = sampler.sample(std::span<const float>(logits.data(), size_t(n_vocab)), seq);
+    if (next == Sampler::kNoToken) {
+      (void)cache_.free(kSeq);
+      return invalid_argument("no token of the vocabulary can continue the JSON object");
+    }
     if (!params.ignore_eos && tokenizer_->is_eog(next)) {
       res.finish_reason = "stop";
       break;
@@ -132,8 +140,8 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
     res.tokens.push_back(next);
     seq.push_back(next);
     emit(stops.push(detok.push(next)));
-    if (stops.stopped()) {
-      res.finish_reason = "stop";
+    if (stops.stopped() || sampler.constraint_complete()) {
+      res.finish_reason = "stop";  // a stop string, or the JSON object asked for has closed
       break;
     }
     if (int64_t(res.tokens.size()) >= params.max_tokens) break;

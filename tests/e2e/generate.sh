@@ -26,4 +26,12 @@ check "stop string ends the text" test "$(trim <"$TMP/stop")" = ", there was a l
 check "all sampling flags accepted" test $? -eq 0
 "$KVSERVE" generate -m "$STORIES" -p "Once upon a time" --kv-memory 64KiB -n 10 >/dev/null 2>&1
 check "small --kv-memory budget still generates" test $? -eq 0
+# --json: with "}" (byte token 128) forced wherever it may come, the empty object, then stop;
+# cut by -n, the start of one.
+"$KVSERVE" generate -m "$STORIES" -p "Once upon a time" --json --logit-bias 128=100 -n 40 >"$TMP/json" 2>"$TMP/json.err"
+check "--json gives a JSON object" python3 -c 'import json,sys; assert json.loads(open(sys.argv[1]).read()) == {}' "$TMP/json"
+check "... and finishes with stop" grep -q "finish: stop" "$TMP/json.err"
+"$KVSERVE" generate -m "$STORIES" -p "Once upon a time" --json --temp 0 -n 8 >"$TMP/json8" 2>"$TMP/json8.err"
+check "--json cut by -n starts an object" test "$(tr -d ' \n' <"$TMP/json8" | head -c 1)" = "{"
+check "... finish: length" grep -q "finish: length" "$TMP/json8.err"
 finish
