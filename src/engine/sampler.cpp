@@ -98,6 +98,36 @@ bool Sampler::apply_constraint() {
   return true;
 }
 
+// The top-p nucleus among cand_[0, n): the fewest most probable candidates (by_logit order, which
+// is p's) whose mass reaches top_p, moved to the front; returns their count. Sorted candidates are
+// cut at once; otherwise a selection halves the range that holds the cut until it is small enough
+// to sort, so O(n) where sorting everything was O(n log n), and the kept set is the same set
+// (its order, which only maps the draw to a token, differs).
+size_t Sampler::nucleus(size_t n, bool sorted) {
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  const auto at = [&](size_t i) { return cand_.begin() + std::ptrdiff_t(i); };
+  double above = 0;  // the mass of cand_[0, lo), every one of them in the nucleus
+  size_t lo = 0, hi = n;
+  while (!sorted && hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(at(lo), at(mid), at(hi), by_logit);  // [lo, mid) outrank [mid, hi)
+    double m = 0;
+    for (size_t i = lo; i < mid; ++i) m += cand_[i].p;
+    if (above + m >= params_.top_p) {
+      hi = mid;  // the cut is within [lo, mid)
+    } else {
+      above += m;
+      lo = mid;
+    }
+  }
+  if (!sorted) std::sort(at(lo), at(hi), by_logit);
+  size_t keep = lo;
+  while (keep < hi && above < params_.top_p) above += cand_[keep++].p;
+  return std::max<size_t>(keep, 1);
+}
+
 int32_t Sampler::choose() {
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
@@ -106,18 +136,29 @@ int32_t Sampler::choose() {
     // Greedy; ties go to the lowest id so the choice is deterministic.
     return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
   }
-
+  // No step sorts the whole vocabulary (a 32k-entry sort took ~2 ms per token, as long as the
+  // model's step): top-k selects its k, top-p selects its nucleus (nucleus()), and otherwise the
+  // candidates keep their order. Survivors are cand_[0, n); `sorted` says they are in by_logit
+  // order. Banned and masked tokens (-inf) are never survivors, not even the draw's fallback.
+  const auto is_out = [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; };
   size_t n = cand_.size();
+  bool sorted = false;
   if (params_.top_k > 0 && size_t(params_.top_k) < n) {
-    std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.end(), by_logit);
     n = size_t(params_.top_k);
+    std::nth_element(cand_.begin(), cand_.begin() + std::ptrdiff_t(n - 1), cand_.end(), by_logit);
+    std::sort(cand_.begin(), cand_.begin() + std::ptrdiff_t(n), by_logit);
+    sorted = true;
+    while (n > 1 && is_out(cand_[n - 1])) --n;
   } else {
-    std::sort(cand_.begin(), cand_.end(), by_logit);
+    // At least one candidate is finite (the sampler's callers see to it).
+    n = size_t(std::partition(cand_.begin(), cand_.end(), [&](const Candidate& c) { return !is_out(c); }) -
+               cand_.begin());
+    n = std::max<size_t>(n, 1);
   }
-  // Banned or masked tokens (-inf) sorted last are no candidates, not even the draw's fallback.
-  while (n > 1 && std::isinf(cand_[n - 1].logit) && cand_[n - 1].logit < 0) --n;
-  // Softmax at the temperature over the survivors (sorted, so cand_[0] is the max).
-  const float max_logit = cand_[0].logit;
+  const auto head = cand_.begin();
+  const auto end = head + std::ptrdiff_t(n);
+  // Softmax at the temperature over the survivors.
+  const float max_logit = sorted ? cand_[0].logit : std::min_element(head, end, by_logit)->logit;
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
     cand_[i].p = std::exp((cand_[i].logit - max_logit) / params_.temperature);
@@ -125,32 +166,33 @@ int32_t Sampler::choose() {
   }
   for (size_t i = 0; i < n; ++i) cand_[i].p = float(cand_[i].p / sum);
 
-  if (params_.top_p < 1.0f) {
-    double cum = 0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      cum += cand_[i].p;
-      if (cum >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    n = keep;
-  }
+  if (params_.top_p < 1.0f) n = nucleus(n, sorted);
   if (params_.min_p > 0.0f) {
-    const float threshold = params_.min_p * cand_[0].p;
-    size_t keep = 1;
-    while (keep < n && cand_[keep].p >= threshold) ++keep;
-    n = keep;
+    // Keep the tokens with p >= min_p * p_max (the most probable one always).
+    const float p_max = sorted ? cand_[0].p : std::min_element(head, head + std::ptrdiff_t(n), by_logit)->p;
+    const float threshold = params_.min_p * p_max;
+    if (sorted) {
+      size_t keep = 1;
+      while (keep < n && cand_[keep].p >= threshold) ++keep;
+      n = keep;
+    } else {
+      n = size_t(std::partition(head, head + std::ptrdiff_t(n),
+                                [&](const Candidate& c) { return c.p >= threshold; }) -
+                 head);
+      n = std::max<size_t>(n, 1);
+    }
   }
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += cand_[i].p;
   double r = rng_.next_unit() * total;
+  size_t last = 0;  // the last candidate with mass: the fallback should rounding leave r >= 0
   for (size_t i = 0; i < n; ++i) {
+    if (cand_[i].p <= 0) continue;
+    last = i;
     r -= cand_[i].p;
     if (r < 0) return cand_[i].id;
   }
-  return cand_[n - 1].id;
+  return cand_[last].id;
 }
 
 }  // namespace kvserve

@@ -52,6 +52,7 @@ class Sampler {
   void apply_logit_bias();
   bool apply_constraint();  // false: no candidate is left
   int32_t choose();
+  size_t nucleus(size_t n, bool sorted);
 
   SamplingParams params_;
   Rng rng_;

@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "engine/stop_matcher.h"
 
@@ -93,6 +97,65 @@ TEST(Sampler, DistributionFollowsTemperature) {
   const int n = 4000;
   for (int i = 0; i < n; ++i) zeros += s.sample(l, {}) == 0;
   EXPECT_NEAR(double(zeros) / n, 0.75, 0.03);
+}
+
+// The survivors by definition: sort by logit, keep top_k, softmax at the temperature, cut the
+// smallest prefix with mass >= top_p, keep p >= min_p * p_max.
+std::set<int32_t> survivors_by_definition(const std::vector<float>& l, const SamplingParams& p) {
+  std::vector<int32_t> ids(l.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b);
+  });
+  if (p.top_k > 0 && size_t(p.top_k) < ids.size()) ids.resize(size_t(p.top_k));
+  std::vector<double> pr;
+  double sum = 0;
+  for (int32_t id : ids)
+    pr.push_back(std::exp((l[size_t(id)] - l[size_t(ids[0])]) / p.temperature)), sum += pr.back();
+  for (double& x : pr) x /= sum;
+  size_t keep = ids.size();
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    for (keep = 0; keep < ids.size() && cum < p.top_p;) cum += pr[keep++];
+  }
+  std::set<int32_t> out;
+  for (size_t i = 0; i < keep; ++i)
+    if (i == 0 || pr[i] >= p.min_p * pr[0]) out.insert(ids[i]);
+  return out;
+}
+
+// Without a full sort (top-k by selection, the top-p nucleus by halving selections, min-p by a
+// partition) the sampler still draws from exactly the survivors the definition names, peaked or
+// flat logits over 5,000 tokens; where they are at most 20, every one of them is drawn.
+TEST(Sampler, DrawsOnlyFromTheDefinedSurvivors) {
+  std::mt19937 rng(11);
+  for (float spread : {0.3f, 4.0f}) {
+    std::normal_distribution<float> dist(0.0f, spread);
+    std::vector<float> l(5000);
+    for (float& x : l) x = dist(rng);
+    for (const auto& [k, top_p, min_p] :
+         {std::tuple{0, 0.5f, 0.0f}, std::tuple{0, 0.95f, 0.0f}, std::tuple{0, 1.0f, 0.2f},
+          std::tuple{100, 0.7f, 0.0f}, std::tuple{0, 0.9f, 0.05f}, std::tuple{40, 1.0f, 0.0f}}) {
+      SamplingParams p;
+      p.temperature = 0.8f;
+      p.top_k = k;
+      p.top_p = top_p;
+      p.min_p = min_p;
+      p.seed = 5;
+      const std::set<int32_t> allowed = survivors_by_definition(l, p);
+      Sampler s(p);
+      std::map<int32_t, int> seen;
+      for (int i = 0; i < 3000; ++i) {
+        const int32_t t = s.sample(l, {});
+        ASSERT_TRUE(allowed.count(t)) << "token " << t << " (k " << k << ", top_p " << top_p << ", min_p "
+                                      << min_p << ", spread " << spread << ")";
+        ++seen[t];
+      }
+      if (allowed.size() <= 20) {
+        EXPECT_EQ(seen.size(), allowed.size()) << spread << " " << top_p;
+      }
+    }
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyChangesGreedyChoice) {
