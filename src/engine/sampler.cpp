@@ -17,6 +17,12 @@ uint64_t Rng::next_u64() {
 
 double Rng::next_unit() { return double(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
+// The candidates' order: higher logit first, ties to the lower id (so every choice is
+// deterministic).
+bool Sampler::outranks(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
 Sampler::Sampler(const SamplingParams& params, const ConstraintVocab* vocab)
     : params_(params), rng_(params.seed) {
   if (params.json_object && vocab != nullptr) json_.emplace(*vocab);
@@ -81,7 +87,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 }
 
 bool Sampler::apply_constraint() {
-  if (!json_->allowed(&allowed_) || allowed_.size() != cand_.size()) return false;
+  if (!json_->allowed(&allowed_)) return false;
+  // A model may have more output rows than its tokenizer has tokens (padded vocabularies, as
+  // Qwen2's 151,936 rows for 151,665 tokens): rows past the tokenizer's are never allowed.
+  allowed_.resize(cand_.size(), 0);
   bool any = false;
   for (size_t i = 0; i < cand_.size(); ++i) {
     if (allowed_[i] == 0) {
@@ -98,21 +107,18 @@ bool Sampler::apply_constraint() {
   return true;
 }
 
-// The top-p nucleus among cand_[0, n): the fewest most probable candidates (by_logit order, which
+// The top-p nucleus among cand_[0, n): the fewest most probable candidates (outranks order, which
 // is p's) whose mass reaches top_p, moved to the front; returns their count. Sorted candidates are
 // cut at once; otherwise a selection halves the range that holds the cut until it is small enough
 // to sort, so O(n) where sorting everything was O(n log n), and the kept set is the same set
 // (its order, which only maps the draw to a token, differs).
 size_t Sampler::nucleus(size_t n, bool sorted) {
-  auto by_logit = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
   const auto at = [&](size_t i) { return cand_.begin() + std::ptrdiff_t(i); };
   double above = 0;  // the mass of cand_[0, lo), every one of them in the nucleus
   size_t lo = 0, hi = n;
   while (!sorted && hi - lo > 64) {
     const size_t mid = lo + (hi - lo) / 2;
-    std::nth_element(at(lo), at(mid), at(hi), by_logit);  // [lo, mid) outrank [mid, hi)
+    std::nth_element(at(lo), at(mid), at(hi), outranks);  // [lo, mid) outrank [mid, hi)
     double m = 0;
     for (size_t i = lo; i < mid; ++i) m += cand_[i].p;
     if (above + m >= params_.top_p) {
@@ -122,31 +128,28 @@ size_t Sampler::nucleus(size_t n, bool sorted) {
       lo = mid;
     }
   }
-  if (!sorted) std::sort(at(lo), at(hi), by_logit);
+  if (!sorted) std::sort(at(lo), at(hi), outranks);
   size_t keep = lo;
   while (keep < hi && above < params_.top_p) above += cand_[keep++].p;
   return std::max<size_t>(keep, 1);
 }
 
 int32_t Sampler::choose() {
-  auto by_logit = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
   if (params_.temperature <= 0.0f) {
     // Greedy; ties go to the lowest id so the choice is deterministic.
-    return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
+    return std::min_element(cand_.begin(), cand_.end(), outranks)->id;
   }
   // No step sorts the whole vocabulary (a 32k-entry sort took ~2 ms per token, as long as the
   // model's step): top-k selects its k, top-p selects its nucleus (nucleus()), and otherwise the
-  // candidates keep their order. Survivors are cand_[0, n); `sorted` says they are in by_logit
+  // candidates keep their order. Survivors are cand_[0, n); `sorted` says they are in outranks
   // order. Banned and masked tokens (-inf) are never survivors, not even the draw's fallback.
   const auto is_out = [](const Candidate& c) { return std::isinf(c.logit) && c.logit < 0; };
   size_t n = cand_.size();
   bool sorted = false;
   if (params_.top_k > 0 && size_t(params_.top_k) < n) {
     n = size_t(params_.top_k);
-    std::nth_element(cand_.begin(), cand_.begin() + std::ptrdiff_t(n - 1), cand_.end(), by_logit);
-    std::sort(cand_.begin(), cand_.begin() + std::ptrdiff_t(n), by_logit);
+    std::nth_element(cand_.begin(), cand_.begin() + std::ptrdiff_t(n - 1), cand_.end(), outranks);
+    std::sort(cand_.begin(), cand_.begin() + std::ptrdiff_t(n), outranks);
     sorted = true;
     while (n > 1 && is_out(cand_[n - 1])) --n;
   } else {
@@ -158,7 +161,7 @@ int32_t Sampler::choose() {
   const auto head = cand_.begin();
   const auto end = head + std::ptrdiff_t(n);
   // Softmax at the temperature over the survivors.
-  const float max_logit = sorted ? cand_[0].logit : std::min_element(head, end, by_logit)->logit;
+  const float max_logit = sorted ? cand_[0].logit : std::min_element(head, end, outranks)->logit;
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
     cand_[i].p = std::exp((cand_[i].logit - max_logit) / params_.temperature);
@@ -169,7 +172,7 @@ int32_t Sampler::choose() {
   if (params_.top_p < 1.0f) n = nucleus(n, sorted);
   if (params_.min_p > 0.0f) {
     // Keep the tokens with p >= min_p * p_max (the most probable one always).
-    const float p_max = sorted ? cand_[0].p : std::min_element(head, head + std::ptrdiff_t(n), by_logit)->p;
+    const float p_max = sorted ? cand_[0].p : std::min_element(head, head + std::ptrdiff_t(n), outranks)->p;
     const float threshold = params_.min_p * p_max;
     if (sorted) {
       size_t keep = 1;

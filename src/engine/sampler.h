@@ -48,6 +48,7 @@ class Sampler {
     float logit;
     float p;
   };
+  static bool outranks(const Candidate& a, const Candidate& b);
   void apply_penalties(std::span<const int32_t> history);
   void apply_logit_bias();
   bool apply_constraint();  // false: no candidate is left

@@ -266,6 +266,20 @@ TEST(Sampler, JsonObjectMasksTokensThatCannotContinue) {
   EXPECT_FALSE(unconstrained.constraint_complete());
 }
 
+// A model with more output rows than tokenizer tokens (a padded vocabulary): the rows past the
+// tokenizer's are never chosen under the constraint, however high their logits.
+TEST(Sampler, JsonObjectNeverPicksRowsPastTheTokenizer) {
+  const ConstraintVocab vocab = toy_vocab();  // 10 tokens
+  SamplingParams p;
+  p.temperature = 0;
+  p.json_object = true;
+  Sampler s(p, &vocab);
+  std::vector<float> l(12, 0.0f);
+  l[10] = l[11] = 50.0f;
+  l[1] = 1.0f;  // "{"
+  EXPECT_EQ(s.sample(l, {}), 1);
+}
+
 // A ban (logit_bias -100) on every token the constraint allows gives way; a vocabulary with no
 // allowed token at all gives kNoToken.
 TEST(Sampler, JsonObjectOutranksBansAndReportsDeadEnds) {
