@@ -82,6 +82,15 @@ check "json_object answer is a JSON object ending stop" test "$(jget "$TMP/body"
 code=$(post /v1/completions '{"prompt":"Once","max_tokens":12,"temperature":0,"response_format":{"type":"json_object"}}')
 check "json_object cut by max_tokens starts an object" \
   test "$code:$(jget "$TMP/body" 'j["choices"][0]["text"].lstrip()[:1] + " " + j["choices"][0]["finish_reason"]')" = "200:{ length"
+curl -s -N --max-time 60 "$URL/v1/chat/completions" -d '{"messages":[{"role":"user","content":"JSON please"}],"max_tokens":40,"temperature":0,"stream":true,"response_format":{"type":"json_object"},"logit_bias":{"128":100}}' >"$TMP/jsonsse"
+check "json_object streamed: the deltas join into the object" test "$(python3 -c '
+import json, sys
+text = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: {"):
+        c = json.loads(line[6:])["choices"]
+        if c: text += c[0]["delta"].get("content", "")
+print(json.loads(text))' "$TMP/jsonsse")" = "{}"
 check "json_schema is 400" test "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{}}}}')" = 400
 check "... naming response_format" grep -q response_format "$TMP/body"
 
