@@ -76,27 +76,25 @@ bool JsonPrefix::start_value(uint8_t c) {
 
 bool JsonPrefix::number_byte(uint8_t c) {
   const bool digit = is_digit(c);
+  // The states that need a digit next: it moves them to `next`.
+  const auto digit_to = [&](Num next) {
+    if (!digit) return false;
+    number_ = next;
+    return true;
+  };
   switch (number_) {
     case Num::kMinus:
-      if (!digit) return false;
-      number_ = c == '0' ? Num::kZero : Num::kInt;
-      return true;
+      return digit_to(c == '0' ? Num::kZero : Num::kInt);
     case Num::kDot:
-      if (!digit) return false;
-      number_ = Num::kFrac;
-      return true;
+      return digit_to(Num::kFrac);
     case Num::kExpMark:
       if (c == '+' || c == '-') {
         number_ = Num::kExpSign;
         return true;
       }
-      if (!digit) return false;
-      number_ = Num::kExp;
-      return true;
+      return digit_to(Num::kExp);
     case Num::kExpSign:
-      if (!digit) return false;
-      number_ = Num::kExp;
-      return true;
+      return digit_to(Num::kExp);
     case Num::kZero:
     case Num::kInt:
     case Num::kFrac:
