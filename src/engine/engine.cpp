@@ -432,7 +432,7 @@ void Engine::Impl::postprocess(ActiveRequest& a, SeqId id, const float* row) {
   const Sequence* s = scheduler.find(id);
   const int32_t tok = a.sampler.sample(lg, s->tokens);
   if (tok == Sampler::kNoToken) {
-    finish(id, "error", "no token of the vocabulary can continue the JSON object");
+    finish(id, "error", Sampler::kNoTokenReason);
     return;
   }
   const SteadyTime now = Clock::now();

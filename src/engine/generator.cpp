@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
 #include "engine/kv_arena_size.h"
 #include "engine/sampler.h"
@@ -113,10 +112,9 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
   res.prefill_seconds = seconds_since(t0);
   int32_t peak_blocks = cache_.num_blocks_used();
 
-  // JSON mode: the mask's view of the vocabulary, for this call (the engine keeps one per engine).
-  std::optional<ConstraintVocab> json_vocab;
-  if (params.json_object) json_vocab.emplace(ConstraintVocab::from(*tokenizer_));
-  Sampler sampler(params, json_vocab ? &*json_vocab : nullptr);
+  if (params.json_object && !json_vocab_)
+    json_vocab_ = std::make_unique<ConstraintVocab>(ConstraintVocab::from(*tokenizer_));
+  Sampler sampler(params, params.json_object ? json_vocab_.get() : nullptr);
   StreamDetokenizer detok(*tokenizer_);
   StopMatcher stops(params.stop);
   bool keep_going = true;
@@ -131,7 +129,7 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
     int32_t next = sampler.sample(std::span<const float>(logits.data(), size_t(n_vocab)), seq);
     if (next == Sampler::kNoToken) {
       (void)cache_.free(kSeq);
-      return invalid_argument("no token of the vocabulary can continue the JSON object");
+      return invalid_argument(Sampler::kNoTokenReason);
     }
     if (!params.ignore_eos && tokenizer_->is_eog(next)) {
       res.finish_reason = "stop";

@@ -87,6 +87,8 @@ class Generator {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  // The JSON mask's view of the vocabulary, built on the first json_object call and kept.
+  std::unique_ptr<ConstraintVocab> json_vocab_;
   KvStorage kv_;
   KvCacheManager cache_;
   ThreadPool pool_;

@@ -34,8 +34,10 @@ class Sampler {
   // vocab: what the JSON mask needs when params.json_object is set (nullptr: no constraint).
   explicit Sampler(const SamplingParams& params, const ConstraintVocab* vocab = nullptr);
 
-  // The value sample() returns when a constraint leaves no token to choose.
+  // The value sample() returns when a constraint leaves no token to choose, and the error that
+  // ends such a generation.
   static constexpr int32_t kNoToken = -1;
+  static constexpr const char* kNoTokenReason = "no token of the vocabulary can continue the JSON object";
   // history: the sequence's tokens so far (prompt and generated) for the penalties. Under a
   // constraint, only tokens that continue it are candidates, and the one chosen advances it.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
