@@ -3,6 +3,7 @@
 // default, one JSON object with --json.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <tuple>
 
 #include "bench_server.h"
@@ -14,6 +15,26 @@ namespace kvserve::cli {
 namespace {
 
 nlohmann::json rate_json(const Rate& r) { return {{"best", r.best}, {"median", r.median}}; }
+
+// Mean milliseconds per forward pass of each phase ({} when none was timed).
+nlohmann::json phases_json(const ForwardPhases& p) {
+  nlohmann::json j = nlohmann::json::object();
+  if (p.runs == 0) return j;
+  for (int i = 0; i < ForwardPhases::kCount; ++i) j[ForwardPhases::name(i)] = p.ms[i] / double(p.runs);
+  return j;
+}
+
+// "qkv 0.39 | attention 0.14 | ..." in mean ms per forward pass.
+std::string phases_text(const ForwardPhases& p) {
+  std::string out;
+  for (int i = 0; i < ForwardPhases::kCount; ++i) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%s%s %.3f", i > 0 ? " | " : "", ForwardPhases::name(i),
+                  p.ms[i] / double(p.runs));
+    out += cell;
+  }
+  return out;
+}
 
 nlohmann::json to_json(const BenchReport& r) {
   nlohmann::json j;
@@ -27,7 +48,7 @@ nlohmann::json to_json(const BenchReport& r) {
   j["weight_bytes_per_token"] = r.weight_bytes;
   j["prefill"] = {{"tokens", r.prefill.tokens}, {"tok_per_s", rate_json(r.prefill.tok_per_s)}};
   j["decode"] = nlohmann::json::array();
-  for (const DecodeResult& d : r.decode)
+  for (const DecodeResult& d : r.decode) {
     j["decode"].push_back({{"batch", d.batch},
                            {"context", d.context},
                            {"steps", d.steps},
@@ -37,6 +58,8 @@ nlohmann::json to_json(const BenchReport& r) {
                            {"kv_bytes_per_step", d.kv_bytes_per_step},
                            {"gb_per_s", d.gb_per_s},
                            {"vs_batch1", d.vs_batch1}});
+    if (d.phases.runs > 0) j["decode"].back()["phases_ms_per_step"] = phases_json(d.phases);
+  }
   if (r.has_bandwidth) {
     j["bandwidth"] = {{"gb_per_s", r.bandwidth.gb_per_s},
                       {"median_gb_per_s", r.bandwidth.median_gb_per_s},
@@ -51,13 +74,16 @@ nlohmann::json to_json(const BenchReport& r) {
   }
   if (!r.cache_compare.empty()) {
     j["cache_compare"] = nlohmann::json::array();
-    for (const CacheCompareRow& c : r.cache_compare)
+    for (const CacheCompareRow& c : r.cache_compare) {
       j["cache_compare"].push_back({{"context", c.context},
                                     {"cached_ms", c.cached_ms},
                                     {"uncached_ms", c.uncached_ms},
                                     {"reduction_pct", c.reduction_pct},
                                     {"cached_tokens", c.cached_tokens},
                                     {"uncached_tokens", c.uncached_tokens}});
+      if (c.cached_phases.runs > 0)
+        j["cache_compare"].back()["cached_phases_ms"] = phases_json(c.cached_phases);
+    }
   }
   j["notes"] = r.notes;
   return j;
@@ -85,6 +111,8 @@ void print_table(const BenchReport& r, int repeat) {
         (long long)d.steps, d.gb_per_s, format_bytes(size_t(d.kv_bytes_per_step)).c_str());
     if (d.batch > 1 && d.vs_batch1 > 0) std::printf(" | %.2fx batch 1 (median of paired runs)", d.vs_batch1);
     std::printf("\n");
+    if (d.phases.runs > 0)
+      std::printf("%-22s ms/step (mean): %s\n", "  phases", phases_text(d.phases).c_str());
   }
   if (r.has_bandwidth) {
     std::printf("\nread bandwidth: %.1f GB/s best, %.1f median (%s buffer, %d threads, %d passes%s)\n",
@@ -101,6 +129,10 @@ void print_table(const BenchReport& r, int repeat) {
     for (const CacheCompareRow& c : r.cache_compare)
       std::printf("%8lld %14.3f %16.3f %9.1f%%\n", (long long)c.context, c.cached_ms, c.uncached_ms,
                   c.reduction_pct);
+    for (const CacheCompareRow& c : r.cache_compare)
+      if (c.cached_phases.runs > 0)
+        std::printf("phases at %5lld, ms/tok cached (mean): %s\n", (long long)c.context,
+                    phases_text(c.cached_phases).c_str());
   }
 }
 
@@ -138,6 +170,9 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--no-bandwidth", o->no_bandwidth, "skip the bandwidth probe (and the roofline)");
   cmd->add_flag("--cache-compare", o->bench.cache_compare,
                 "per-token latency with and without the KV cache at contexts 128/512/1024/2048");
+  cmd->add_flag(
+      "--phases", o->bench.phases,
+      "also split each decode step (and --cache-compare's cached tokens) by phase of the forward pass");
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
   add_server_bench_flags(cmd, &o->server);
   CLI::Option* gen_opt = cmd->get_option("--gen");

@@ -45,6 +45,21 @@ Rate summarize(const std::vector<double>& values) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Points a forward pass's phase clock at `sink` (none when null) for one scope, so an early
+// error return cannot leave it pointing at a sink that is gone.
+class PhaseTiming {
+ public:
+  PhaseTiming(ForwardPass& forward, ForwardPhases* sink) : forward_(forward) {
+    forward_.set_phase_timing(sink);
+  }
+  ~PhaseTiming() { forward_.set_phase_timing(nullptr); }
+  PhaseTiming(const PhaseTiming&) = delete;
+  PhaseTiming& operator=(const PhaseTiming&) = delete;
+
+ private:
+  ForwardPass& forward_;
+};
+
 }  // namespace
 
 MachineInfo detect_machine(int threads) {
@@ -211,6 +226,7 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
     std::vector<int32_t> inputs;  // [gen][batch] decode inputs, drawn before timing
     ForwardBatch step;
     std::vector<double> rates, step_ms, starts;
+    ForwardPhases phases;
   };
   std::vector<Group> groups(batches.size());
   std::vector<float> logits;
@@ -238,12 +254,15 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
       auto t0 = Clock::now();
       if (r == 0 && &G == &groups.front()) origin = t0;
       G.starts.push_back(std::chrono::duration<double>(t0 - origin).count());
-      for (int64_t s = 0; s < gen_; ++s) {
-        for (int i = 0; i < G.batch; ++i) {
-          G.step.tokens[size_t(i)] = G.inputs[size_t(s * G.batch + i)];
-          G.step.chunks[size_t(i)].start_pos = prompt_ + s;
+      {
+        PhaseTiming timing(forward_, opts_.phases ? &G.phases : nullptr);
+        for (int64_t s = 0; s < gen_; ++s) {
+          for (int i = 0; i < G.batch; ++i) {
+            G.step.tokens[size_t(i)] = G.inputs[size_t(s * G.batch + i)];
+            G.step.chunks[size_t(i)].start_pos = prompt_ + s;
+          }
+          KVS_RETURN_IF_ERROR(forward_.run(G.step, &logits));
         }
-        KVS_RETURN_IF_ERROR(forward_.run(G.step, &logits));
       }
       double sec = seconds_since(t0);
       G.rates.push_back(double(G.batch) * double(gen_) / sec);
@@ -266,6 +285,7 @@ Expected<std::vector<DecodeResult>> Benchmark::run_decode(const std::vector<int>
     res.gb_per_s = (double(model_->weight_bytes()) + res.kv_bytes_per_step) / (res.ms_per_step * 1e-3) / 1e9;
     res.rep_start_s = G.starts;
     res.rep_tok_per_s = G.rates;
+    res.phases = G.phases;
     out.push_back(std::move(res));
   }
   const auto one = std::find_if(out.begin(), out.end(), [](const DecodeResult& d) { return d.batch == 1; });
@@ -294,6 +314,7 @@ Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
   std::vector<std::vector<int32_t>> tokens(nc);
   std::vector<int64_t> timed(nc);
   std::vector<std::vector<double>> cached(nc);
+  std::vector<ForwardPhases> cached_phases(nc);
   KVS_RETURN_IF_ERROR(reset());
   for (size_t i = 0; i < nc; ++i) {
     const int64_t c = contexts[i];
@@ -317,6 +338,7 @@ Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
       ForwardBatch one;
       one.tokens = {tokens[i][size_t(p)]};
       one.chunks.push_back({p, 1, cache_.block_table(id), false});
+      PhaseTiming timing(forward_, opts_.phases ? &cached_phases[i] : nullptr);
       KVS_RETURN_IF_ERROR(forward_.run(one, &logits));
       cached[i].push_back(seconds_since(t0) * 1e3);
     }
@@ -328,6 +350,7 @@ Expected<std::vector<CacheCompareRow>> Benchmark::run_cache_compare() {
     row.context = c;
     row.cached_ms = median(cached[i]);
     row.cached_tokens = int(timed[i]);
+    row.cached_phases = cached_phases[i];
     // Without the cache, as Generator does under --no-cache: forget the sequence's K/V and
     // recompute all c positions to produce one token.
     std::vector<double> ms;

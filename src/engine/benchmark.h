@@ -47,6 +47,9 @@ struct BenchOptions {
   std::vector<int64_t> compare_contexts{128, 512, 1024, 2048};  // kept when <= the model context
   int compare_cached_tokens = 32;   // decode steps timed per context with the cache
   int compare_uncached_tokens = 2;  // full recomputations timed per context without it
+  // Split the timed decode steps and --cache-compare's cached tokens by phase of the forward pass
+  // (ForwardPhases): two clock reads per phase per layer, off unless asked for.
+  bool phases = false;
   uint64_t seed = 1234;
 };
 
@@ -85,6 +88,8 @@ struct DecodeResult {
   // ratio compares runs seconds apart; on a VM whose speed drifts, best(B) / best(1) can pair a
   // fast phase with a slow one.
   double vs_batch1 = 0;
+  // With BenchOptions::phases: every timed step's time by phase, summed (runs = steps x repeat).
+  ForwardPhases phases;
 };
 
 struct CacheCompareRow {
@@ -94,6 +99,7 @@ struct CacheCompareRow {
   double reduction_pct = 0;  // 100 * (1 - cached / uncached)
   int cached_tokens = 0;
   int uncached_tokens = 0;
+  ForwardPhases cached_phases;  // with BenchOptions::phases: the cached tokens' phases, summed
 };
 
 struct BenchReport {

@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -349,7 +350,47 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
   }
 }
 
+const char* ForwardPhases::name(int phase) {
+  static constexpr const char* kNames[kCount] = {"qkv",      "attention", "wo",   "ffn_gate_up",
+                                                 "ffn_down", "output",    "other"};
+  return phase >= 0 && phase < kCount ? kNames[phase] : "?";
+}
+
+double ForwardPhases::total_ms() const {
+  double t = 0;
+  for (double v : ms) t += v;
+  return t;
+}
+
+// Laps are taken in the engine thread between pool jobs, so each phase's time is wall time of
+// the whole pass, the pool's hand-offs included. A run's laps are summed locally and added to the
+// sink only when the run succeeds.
+class ForwardPass::PhaseLap {
+ public:
+  explicit PhaseLap(ForwardPhases* sink) : sink_(sink) {
+    if (sink_ != nullptr) last_ = Clock::now();
+  }
+  void operator()(ForwardPhases::Phase phase) {
+    if (sink_ == nullptr) return;
+    const auto now = Clock::now();
+    ms_[phase] += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+  void commit() {
+    if (sink_ == nullptr) return;
+    for (int p = 0; p < ForwardPhases::kCount; ++p) sink_->ms[p] += ms_[p];
+    ++sink_->runs;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  ForwardPhases* sink_;
+  Clock::time_point last_;
+  double ms_[ForwardPhases::kCount] = {};
+};
+
 Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
+  PhaseLap lap(phases_);
   KVS_RETURN_IF_ERROR(validate(batch));
   const ModelHparams& hp = model_.hparams();
   const ModelWeights& w = model_.weights();
@@ -393,12 +434,14 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
     for_tokens(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) rmsnorm(x + t * E, L.attn_norm.data(), E, hp.rms_eps, h + t * E);
     });
+    lap(ForwardPhases::kOther);
     {
       // One activation conversion and one pool pass for the three projections of h.
       const WeightMatrix qkv[3] = {L.wq, L.wk, L.wv};
       float* const outs[3] = {q_.data(), k_.data(), v_.data()};
       matmul_multi(qkv, 3, h, T, outs, &pool_, {&L.wo, 1});
     }
+    lap(ForwardPhases::kQkv);
     if (!attn_prepares_tokens_) {
       for_tokens(T, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) prepare_token(t, L);
@@ -406,8 +449,10 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       store_kv(batch, l);
     }
     attention_layer(batch, l, L);
+    lap(ForwardPhases::kAttention);
     const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
     matmul(L.wo, attn_.data(), T, h, &pool_, {gate_up, 2});
+    lap(ForwardPhases::kWo);
 
     // --- feed-forward sub-layer (SwiGLU), after the attention residual ---
     for_tokens(T, [&](int64_t t0, int64_t t1) {
@@ -416,14 +461,17 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
         rmsnorm(x + t * E, L.ffn_norm.data(), E, hp.rms_eps, h + t * E);
       }
     });
+    lap(ForwardPhases::kOther);
     {
       float* const outs[2] = {gate_.data(), up_.data()};
       matmul_multi(gate_up, 2, h, T, outs, &pool_, {&L.w_down, 1});
     }
+    lap(ForwardPhases::kFfnGateUp);
     const int64_t F = hp.n_ff;
     for_tokens(T, [&](int64_t t0, int64_t t1) {
       swiglu(&gate_[size_t(t0 * F)], &up_[size_t(t0 * F)], (t1 - t0) * F, &gate_[size_t(t0 * F)]);
     });
+    lap(ForwardPhases::kOther);
     if (l + 1 < hp.n_layer) {
       const LayerWeights& N = w.layers[size_t(l + 1)];
       const WeightMatrix next_qkv[3] = {N.wq, N.wk, N.wv};
@@ -431,11 +479,13 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
     } else {
       matmul(L.w_down, gate_.data(), T, h, &pool_, {&w.output, 1});
     }
+    lap(ForwardPhases::kFfnDown);
     for_tokens(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) add(x + t * E, h + t * E, E, x + t * E);
     });
   }
 
+  lap(ForwardPhases::kOther);
   // Final norm only on the rows whose logits are wanted, then the vocabulary projection.
   int64_t o = 0, t0 = 0;
   for (const SeqChunk& c : batch.chunks) {
@@ -446,6 +496,8 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
   }
   logits->resize(size_t(num_out) * size_t(hp.n_vocab));
   matmul(w.output, out_h_.data(), num_out, logits->data(), &pool_);
+  lap(ForwardPhases::kOutput);
+  lap.commit();
   return {};
 }
 

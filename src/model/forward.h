@@ -28,6 +28,20 @@ struct SeqChunk {
   int64_t window = 0;
 };
 
+// Where ForwardPass::run's time goes (ForwardPass::set_phase_timing), summed over runs. Each
+// matmul phase includes its pool job's hand-off and the wait for the slower thread; "attention"
+// covers the q/k/v biases, RoPE, the K/V stores and attention itself; "other" the embedding
+// lookup, the norms, the residual adds, SwiGLU and the set-up before the first layer; "output"
+// the final norm and the vocabulary projection.
+struct ForwardPhases {
+  enum Phase { kQkv, kAttention, kWo, kFfnGateUp, kFfnDown, kOutput, kOther, kCount };
+  double ms[kCount] = {};
+  int64_t runs = 0;
+  // "qkv", "attention", "wo", "ffn_gate_up", "ffn_down", "output", "other"
+  static const char* name(int phase);
+  double total_ms() const;
+};
+
 struct ForwardBatch {
   std::vector<int32_t> tokens;  // all chunks' tokens, concatenated in chunk order
   std::vector<SeqChunk> chunks;
@@ -43,7 +57,15 @@ class ForwardPass {
   // KV cache untouched.
   Status run(const ForwardBatch& batch, std::vector<float>* logits);
 
+  // From now on each successful run adds its time per phase to *sink and counts itself there;
+  // nullptr (the default) turns the clock reads off. The sink must outlive its use.
+  void set_phase_timing(ForwardPhases* sink) { phases_ = sink; }
+
  private:
+  // Charges the time since the previous lap to a phase of phases_ (nothing when it is null).
+  class PhaseLap;
+  ForwardPhases* phases_ = nullptr;
+
   Status validate(const ForwardBatch& batch) const;
   void ensure_workspace(int64_t num_tokens, int64_t num_out);
   // Runs fn(t0, t1) over the token rows [0, T): on the pool for prefill-sized batches, inline for

@@ -21,6 +21,29 @@ assert j["decode"][0]["vs_batch1"] == 1 and j["decode"][1]["vs_batch1"] > 0
 for k in ("cpu_model", "logical_cpus", "threads", "isa"): assert k in j["machine"]
 assert "cache_compare" not in j
 ' "$TMP/json"
+"$KVSERVE" bench -m "$STORIES" --prompt 32 --gen 4 --batch 1,2 --repeat 1 --no-bandwidth --phases --cache-compare --json \
+  >"$TMP/phases" 2>/dev/null
+check "bench --phases --json exits 0" test $? -eq 0
+check "bench --phases gives each decode row and cached context its phases" python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+names = {"qkv", "attention", "wo", "ffn_gate_up", "ffn_down", "output", "other"}
+for row in j["decode"]:
+    p = row["phases_ms_per_step"]
+    assert set(p) == names and all(v > 0 for v in p.values()), p
+    assert sum(p.values()) <= row["ms_per_step"] * 1.5, (p, row["ms_per_step"])
+for row in j["cache_compare"]:
+    assert set(row["cached_phases_ms"]) == names, row
+' "$TMP/phases"
+check "bench without --phases has no phases" python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert all("phases_ms_per_step" not in d for d in j["decode"])
+' "$TMP/json"
+"$KVSERVE" bench -m "$STORIES" --prompt 32 --gen 4 --batch 1 --repeat 1 --no-bandwidth --phases --cache-compare \
+  >"$TMP/phases_table" 2>/dev/null
+check "bench --phases table has a phases line per decode row" grep -qE '^  phases +ms/step \(mean\): qkv [0-9.]+ \| attention' "$TMP/phases_table"
+check "bench --phases table has a phases line per context" grep -qE '^phases at +128, ms/tok cached' "$TMP/phases_table"
 "$KVSERVE" bench -m "$STORIES" --prompt 32 --gen 4 --batch 1,2 --repeat 1 --bw-buffer 16MiB --cache-compare \
   -t 2 >"$TMP/table" 2>/dev/null
 check "bench table exits 0" test $? -eq 0

@@ -79,6 +79,7 @@ TEST(Benchmark, FullReportIsComplete) {
     EXPECT_DOUBLE_EQ(d.kv_bytes_per_step, d.batch * 18.5 * token_kv);
     EXPECT_NEAR(d.gb_per_s, (double(r.weight_bytes) + d.kv_bytes_per_step) / (d.ms_per_step * 1e6),
                 1e-9 * d.gb_per_s);
+    EXPECT_EQ(d.phases.runs, 0);  // not asked for
   }
 
   // Scaling against batch 1: the median of the per-round ratios (two rounds: their mean).
@@ -126,8 +127,40 @@ TEST(Benchmark, FullReportIsComplete) {
     EXPECT_EQ(c.cached_tokens, 2);
     EXPECT_EQ(c.uncached_tokens, 1);
     EXPECT_LT(c.reduction_pct, 100.0);
+    EXPECT_EQ(c.cached_phases.runs, 0);
   }
   EXPECT_TRUE(r.notes.empty());
+}
+
+// --phases: every timed decode step and every cached --cache-compare token is split by phase,
+// nothing else (not the prefills, not the recomputations without the cache).
+TEST(Benchmark, PhasesCoverTheTimedStepsOnly) {
+  BenchOptions o = tiny_options();
+  o.measure_bandwidth = false;
+  o.phases = true;
+  o.cache_compare = true;
+  o.compare_contexts = {64, 128};
+  o.compare_cached_tokens = 3;
+  o.compare_uncached_tokens = 1;
+  std::optional<BenchReport> rep;
+  run_report(o, &rep);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(rep->decode.size(), 2u);
+  for (const DecodeResult& d : rep->decode) {
+    SCOPED_TRACE("batch " + std::to_string(d.batch));
+    EXPECT_EQ(d.phases.runs, d.steps * o.repeat);
+    // The repetitions' wall time: batch * steps tokens at each repetition's rate.
+    double timed_ms = 0;
+    for (double rate : d.rep_tok_per_s) timed_ms += 1e3 * double(d.batch * d.steps) / rate;
+    EXPECT_GT(d.phases.ms[ForwardPhases::kAttention], 0);
+    EXPECT_GT(d.phases.total_ms(), 0);
+    EXPECT_LE(d.phases.total_ms(), timed_ms);
+  }
+  ASSERT_EQ(rep->cache_compare.size(), 2u);
+  for (const CacheCompareRow& c : rep->cache_compare) {
+    EXPECT_EQ(c.cached_phases.runs, c.cached_tokens);
+    EXPECT_GT(c.cached_phases.ms[ForwardPhases::kAttention], 0);
+  }
 }
 
 // Every batch size gets its own sequences, even when one is listed twice, and the cache is empty
