@@ -48,7 +48,7 @@ struct BenchOptions {
   int compare_cached_tokens = 32;   // decode steps timed per context with the cache
   int compare_uncached_tokens = 2;  // full recomputations timed per context without it
   // Split the timed decode steps and --cache-compare's cached tokens by phase of the forward pass
-  // (ForwardPhases): two clock reads per phase per layer, off unless asked for.
+  // (ForwardPhases): one clock read per stage, 8 per layer, off unless asked for.
   bool phases = false;
   uint64_t seed = 1234;
 };

@@ -27,6 +27,16 @@ const char* route_path(Route r) {
 // those must not be cut off.
 bool engine_loop_dead(const Engine& e) { return !e.stats().loop_alive; }
 
+// Whether a choice of the job is still open and unfinished. The loop finishes every request it
+// holds before it reports itself dead (a shutdown past its drain deadline ends them "cancelled"),
+// so a choice seen unfinished just before the loop died may have finished since: only one still
+// unfinished after the loop's death will never be.
+bool has_unfinished_choice(const Job& job) {
+  for (const Choice& c : job.choices)
+    if (!c.closed && !c.handle->finished()) return true;
+  return false;
+}
+
 void log_job(Job& job, int status, const RequestResult& r) {
   if (job.logged) return;
   job.logged = true;
@@ -138,6 +148,7 @@ int wait_for_choices(Job& job, const httplib::Request& req) {
     }
     if (all_finished) return 200;
     if (engine_loop_dead(*job.st->engine)) {
+      if (!has_unfinished_choice(job)) continue;  // finished meanwhile: the next pass collects them
       cancel_all(job);  // a dead engine loop would never finish them: do not wait forever
       return 500;
     }
@@ -226,7 +237,8 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
   if (!progressed) {
     // Nothing new yet; a closed client shows up here as not writable, and a dead engine loop
     // would never finish the requests.
-    if ((sink.is_writable && !sink.is_writable()) || engine_loop_dead(*job.st->engine)) {
+    if ((sink.is_writable && !sink.is_writable()) ||
+        (engine_loop_dead(*job.st->engine) && has_unfinished_choice(job))) {
       cancel_all(job);
       return false;
     }

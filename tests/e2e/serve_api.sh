@@ -299,7 +299,10 @@ stop_server
 check "SIGTERM exits 0" test "$STOP_RC" = 0
 
 # --- backpressure and draining: recompute mode makes each request slow ------------------
-if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1 --served-model-name "acme/story-1"; then
+# (a drain deadline far past the drained request's ~0.5 s, even under a sanitizer on a loaded
+# machine, and below stop_server's 30 s wait)
+if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1 --served-model-name "acme/story-1" \
+  --shutdown-timeout 25; then
   check "--served-model-name names the model in the ready line" grep -q "ready: model acme/story-1," "$TMP/srv.out"
   check "... in /v1/models" test "$(curl -s --max-time 5 "$URL/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')" = "acme/story-1"
   check "... for /v1/models/ID" test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/v1/models/acme/story-1")" = 200
@@ -330,5 +333,33 @@ if start_server --no-cache --max-seqs 1 --max-queue 1 --threads 1 --served-model
   check "the in-flight request was answered ($(cat "$TMP/drain_code"))" test "$(cat "$TMP/drain_code")" = 200
 else
   fail "second server did not start"
+fi
+
+# --- SIGTERM past the drain deadline: the running request is cut off but still answered -------
+# (200 with finish_reason "cancelled", docs/operations.md; it once raced the engine loop's exit
+# into a 500 "the engine loop stopped"), non-streamed and streamed.
+if start_server --no-cache --threads 1 --shutdown-timeout 0; then
+  curl -s -o "$TMP/cut" -w '%{http_code}' --max-time 60 "$URL/generate" \
+    -d '{"prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true}' >"$TMP/cut_code" &
+  cpid=$!
+  curl -sN -o "$TMP/cut_stream" --max-time 60 "$URL/v1/completions" \
+    -d '{"prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true}' &
+  spid=$!
+  wait_metric 'kvserve:num_requests_running' 2 100
+  sleep 0.3
+  stop_server
+  wait "$cpid" "$spid"
+  check "SIGTERM past the deadline exits 0" test "$STOP_RC" = 0
+  check "the cut-off request was answered 200 ($(cat "$TMP/cut_code"))" test "$(cat "$TMP/cut_code")" = 200
+  check "... with finish_reason cancelled" test "$(jget "$TMP/cut" 'j["finish_reason"]')" = cancelled
+  check "the cut-off stream ends with a cancelled chunk and [DONE]" python3 -c '
+import json, sys
+events = [l[6:] for l in open(sys.argv[1]).read().splitlines() if l.startswith("data: ")]
+assert events and events[-1] == "[DONE]", events[-3:]
+last = json.loads(events[-2])
+assert last["choices"][0]["finish_reason"] == "cancelled", last
+' "$TMP/cut_stream"
+else
+  fail "third server did not start"
 fi
 finish
