@@ -15,26 +15,31 @@ namespace {
 
 using testing::shared_path;
 
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KvStorage> kv;
-  std::vector<int32_t> table{0, 1, 2, 3};  // 64 positions
-};
+// stories260K over a 4-block (64-position) f32 cache, and a pass on two pool threads.
+class ForwardPhasesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = Model::load(shared_path("models/stories260K.gguf"));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = std::move(m).value();
+    KvLayout l;
+    l.num_layers = model_->hparams().n_layer;
+    l.num_kv_heads = model_->hparams().n_head_kv;
+    l.head_dim = model_->hparams().head_dim;
+    l.block_size = 16;
+    l.set_dtype(KvDType::F32);
+    auto kv = KvStorage::create(l, 4);
+    ASSERT_TRUE(kv.ok()) << kv.status().to_string();
+    kv_ = std::make_unique<KvStorage>(std::move(kv).value());
+    pass_ = std::make_unique<ForwardPass>(*model_, *kv_, pool_);
+  }
 
-void load(Fixture* f) {
-  auto m = Model::load(shared_path("models/stories260K.gguf"));
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
-  f->model = std::move(m).value();
-  KvLayout l;
-  l.num_layers = f->model->hparams().n_layer;
-  l.num_kv_heads = f->model->hparams().n_head_kv;
-  l.head_dim = f->model->hparams().head_dim;
-  l.block_size = 16;
-  l.set_dtype(KvDType::F32);
-  auto kv = KvStorage::create(l, 4);
-  ASSERT_TRUE(kv.ok()) << kv.status().to_string();
-  f->kv = std::make_unique<KvStorage>(std::move(kv).value());
-}
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvStorage> kv_;
+  ThreadPool pool_{2};
+  std::unique_ptr<ForwardPass> pass_;
+  std::vector<int32_t> table_{0, 1, 2, 3};
+};
 
 ForwardBatch tokens_at(const std::vector<int32_t>& table, int64_t start, std::vector<int32_t> tokens) {
   ForwardBatch b;
@@ -55,14 +60,10 @@ TEST(ForwardPhases, NamesEveryPhaseOnce) {
   EXPECT_DOUBLE_EQ(p.total_ms(), 1.75);
 }
 
-TEST(ForwardPhases, TimedRunsAccountForTheirWallTimeAndKeepTheLogits) {
-  Fixture f;
-  load(&f);
-  if (HasFatalFailure()) return;
-  ThreadPool pool(2);
-  ForwardPass pass(*f.model, *f.kv, pool);
+TEST_F(ForwardPhasesTest, TimedRunsAccountForTheirWallTimeAndKeepTheLogits) {
+  ForwardPass& pass = *pass_;
   std::vector<float> plain, timed;
-  const ForwardBatch prompt = tokens_at(f.table, 0, {1, 42, 7, 300, 9, 11, 12, 13});
+  const ForwardBatch prompt = tokens_at(table_, 0, {1, 42, 7, 300, 9, 11, 12, 13});
   ASSERT_TRUE(pass.run(prompt, &plain).ok());
 
   ForwardPhases phases;
@@ -72,7 +73,7 @@ TEST(ForwardPhases, TimedRunsAccountForTheirWallTimeAndKeepTheLogits) {
   ASSERT_TRUE(pass.run(prompt, &timed).ok());  // the same prefill again: the same slots, the same logits
   for (int64_t pos = 8; pos < 24; ++pos) {
     std::vector<float> logits;
-    ASSERT_TRUE(pass.run(tokens_at(f.table, pos, {int32_t(pos * 3)}), &logits).ok());
+    ASSERT_TRUE(pass.run(tokens_at(table_, pos, {int32_t(pos * 3)}), &logits).ok());
   }
   const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   pass.set_phase_timing(nullptr);
@@ -92,25 +93,21 @@ TEST(ForwardPhases, TimedRunsAccountForTheirWallTimeAndKeepTheLogits) {
   // Off again: further runs add nothing.
   const ForwardPhases before = phases;
   std::vector<float> logits;
-  ASSERT_TRUE(pass.run(tokens_at(f.table, 24, {5}), &logits).ok());
+  ASSERT_TRUE(pass.run(tokens_at(table_, 24, {5}), &logits).ok());
   EXPECT_EQ(phases.runs, before.runs);
   EXPECT_EQ(phases.total_ms(), before.total_ms());
 }
 
-TEST(ForwardPhases, AFailedRunCountsNothing) {
-  Fixture f;
-  load(&f);
-  if (HasFatalFailure()) return;
-  ThreadPool pool(1);
-  ForwardPass pass(*f.model, *f.kv, pool);
+TEST_F(ForwardPhasesTest, AFailedRunCountsNothing) {
+  ForwardPass& pass = *pass_;
   ForwardPhases phases;
   pass.set_phase_timing(&phases);
   std::vector<float> logits;
   // A token id past the vocabulary: refused before any work.
-  EXPECT_FALSE(pass.run(tokens_at(f.table, 0, {f.model->hparams().n_vocab}), &logits).ok());
+  EXPECT_FALSE(pass.run(tokens_at(table_, 0, {model_->hparams().n_vocab}), &logits).ok());
   EXPECT_EQ(phases.runs, 0);
   EXPECT_EQ(phases.total_ms(), 0.0);
-  ASSERT_TRUE(pass.run(tokens_at(f.table, 0, {1}), &logits).ok());
+  ASSERT_TRUE(pass.run(tokens_at(table_, 0, {1}), &logits).ok());
   EXPECT_EQ(phases.runs, 1);
 }
 
