@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <thread>
 
 #include "kernels/vec_dot.h"
@@ -44,6 +46,49 @@ EngineConfig engine_config(const ServerConfig& c) {
   return e;
 }
 
+// Why a request's Content-Length header cannot frame its body (RFC 9112, section 6.3: decimal
+// digits, every copy the same value); empty when it can. 20 digits and more are refused too:
+// httplib reads them with strtoull, which wraps a negative or saturates a too-long number.
+std::string content_length_problem(const httplib::Request& req) {
+  const auto [first, last] = req.headers.equal_range("Content-Length");
+  const std::string& text = first->second;
+  for (auto it = first; it != last; ++it)
+    if (it->second != text) return "the request states two different lengths";
+  if (text.empty() || text.size() > 19 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    std::string problem = "'";
+    problem.append(text, 0, 32).append("' is not a byte count");
+    return problem;
+  }
+  return "";
+}
+
+// Answers `res` with a 400 and has httplib close the connection once it is written: a sized
+// content provider that reports failure after writing the whole body ends httplib's
+// keep-alive loop for that socket (0.11 has no other way for a handler to close it).
+void reply_400_and_close(httplib::Response& res, const std::string& message) {
+  reply_error(res, 400, message, "invalid_request_error", "bad_request");
+  auto body = std::make_shared<std::string>(std::move(res.body));
+  res.body.clear();
+  res.set_header("Connection", "close");
+  res.set_content_provider(body->size(), "application/json",
+                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                             sink.write(body->data() + offset, length);
+                             return false;
+                           });
+}
+
+// Where the pre-routing handler sends a request that lacks the API key, and the header that
+// keeps the path it asked for (for the access log and the metrics).
+constexpr const char* kUnauthorizedRoute = "/_kvserve/unauthorized";
+constexpr const char* kOriginalPathHeader = "X-Kvserve-Requested-Path";
+
+// The path the client asked for.
+const std::string& requested_path(const httplib::Request& req) {
+  const auto it = req.headers.find(kOriginalPathHeader);
+  return it != req.headers.end() ? it->second : req.path;
+}
+
 bool quiet_route(const std::string& path) { return path == "/health" || path == "/live" || path == "/metrics"; }
 
 void configure_http(httplib::Server& svr, ServerState& st) {
@@ -57,9 +102,9 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     reply_error(res, 500, "internal error", "server_error");
   });
-  // Two fixes to how the cpp-httplib Debian ships (0.11) reads a request body, made in the
+  // Fixes to how the cpp-httplib Debian ships (0.11) reads a request body, made in the
   // pre-routing handler, which runs before that read. (The Request is a non-const local of
-  // httplib's request loop; the cast only edits headers that nothing has read yet.)
+  // httplib's request loop; the casts only edit headers and the path before anything reads them.)
   // - A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, section
   //   6.3), but httplib reads such a POST, PUT, PATCH or DELETE until the client closes or the
   //   read timeout passes, then answers 400: `curl -X POST .../cache/flush` hung 30 s and failed.
@@ -68,11 +113,39 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   //   is over 8 KiB (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, compiled into the library),
   //   and that is the Content-Type `curl -d` sends: a prompt of ~2,000 tokens posted the way the
   //   README does got 413. Every body here is JSON whatever its Content-Type says (docs/api.md).
-  // Before those, who may call (server/access_control.h): a browser's CORS preflight is answered
-  // here, and a request without the API key gets 401 before its body is read. Its connection is
-  // closed after the answer ("Connection: close"), since the unread body would otherwise be taken
-  // for the next request on it.
+  // - A Content-Length that is not a byte count (`-5`, 20 digits) was read as a huge length: the
+  //   handler thread waited out the read timeout (30 s) for bytes that never came, then answered
+  //   413. Such a message cannot be framed: 400 at once, and the connection is closed (RFC 9112,
+  //   section 6.3); two different lengths likewise. So is a body on a GET, HEAD or OPTIONS, which
+  //   httplib would not read and would take for the next request. (A valid length over
+  //   max_body_bytes is left to httplib, which reads and drops that many bytes, then answers 413.)
+  // Who may call (server/access_control.h): a browser's CORS preflight is answered here; a
+  // request without the API key is sent to an internal route that answers 401, after httplib has
+  // read its body as for any request. (Answered here, the body stayed unread on the connection
+  // and was parsed as the next request: a phantom 400 or 414 in the metrics and, behind a proxy
+  // that reuses connections, an answer out of step with the requests.)
   svr.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    auto& mreq = const_cast<httplib::Request&>(req);
+    mreq.headers.erase(kOriginalPathHeader);  // only this handler sets it
+    const bool may_have_body =
+        req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
+    if (req.has_header("Transfer-Encoding")) {
+      if (!may_have_body) {
+        reply_400_and_close(res, req.method + " requests take no body");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    } else if (req.has_header("Content-Length")) {
+      const std::string problem = content_length_problem(req);
+      if (!problem.empty()) {
+        reply_400_and_close(res, "Content-Length: " + problem);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!may_have_body &&
+          req.get_header_value("Content-Length").find_first_not_of('0') != std::string::npos) {
+        reply_400_and_close(res, req.method + " requests take no body");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const std::string origin = req.get_header_value("Origin");
     const std::string allow = allowed_origin(st.cfg.cors_origins, origin);
     if (!allow.empty()) {
@@ -91,31 +164,39 @@ void configure_http(httplib::Server& svr, ServerState& st) {
     }
     if (!st.api_key.empty() && route_needs_key(req.path) &&
         !bearer_matches(req.get_header_value("Authorization"), st.api_key)) {
-      st.metrics.count_rejected("unauthorized");
-      res.set_header("WWW-Authenticate", "Bearer");
-      res.set_header("Connection", "close");
-      const bool sent = req.has_header("Authorization");
-      reply_error(res, 401, sent ? "invalid API key" : "missing API key: send Authorization: Bearer KEY",
-                  "invalid_request_error", "invalid_api_key");
-      return httplib::Server::HandlerResponse::Handled;
+      mreq.headers.emplace(kOriginalPathHeader, req.path);
+      mreq.path = kUnauthorizedRoute;
     }
-    const bool may_have_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
-                               req.method == "DELETE";
-    if (!may_have_body) return httplib::Server::HandlerResponse::Unhandled;
-    auto& headers = const_cast<httplib::Request&>(req).headers;
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
-      headers.emplace("Content-Length", "0");
-    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
-      headers.erase("Content-Type");
-      headers.emplace("Content-Type", "application/json");
+    if (may_have_body) {
+      if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+        mreq.headers.emplace("Content-Length", "0");
+      if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+        mreq.headers.erase("Content-Type");
+        mreq.headers.emplace("Content-Type", "application/json");
+      }
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // The 401 of a request without the API key (the pre-routing handler sends it here), whatever
+  // its method.
+  const auto unauthorized = [&st](const httplib::Request& req, httplib::Response& res) {
+    st.metrics.count_rejected("unauthorized");
+    res.set_header("WWW-Authenticate", "Bearer");
+    const bool sent = req.has_header("Authorization");
+    reply_error(res, 401, sent ? "invalid API key" : "missing API key: send Authorization: Bearer KEY",
+                "invalid_request_error", "invalid_api_key");
+  };
+  svr.Get(kUnauthorizedRoute, unauthorized);
+  svr.Post(kUnauthorizedRoute, unauthorized);
+  svr.Put(kUnauthorizedRoute, unauthorized);
+  svr.Patch(kUnauthorizedRoute, unauthorized);
+  svr.Delete(kUnauthorizedRoute, unauthorized);
+  svr.Options(kUnauthorizedRoute, unauthorized);
   // Responses httplib produces itself (400 for a malformed request, 404, 413 over the payload
   // limit, 414 for a URI over 8 KiB) get a JSON body.
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&st](const httplib::Request& req,
                                                                    httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_)
+    if (!res.body.empty() || res.content_provider_ || res.is_chunked_content_provider_)
       return httplib::Server::HandlerResponse::Unhandled;
     // httplib answers 404 for a known path asked with a method it was not registered for.
     const auto known = res.status == 404 ? st.route_methods.find(req.path) : st.route_methods.end();
@@ -146,10 +227,10 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   svr.set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
     st.metrics.count_response(res.status);
     if (res.has_header("X-Request-Id")) return;
-    if (quiet_route(req.path) && log_level() > LogLevel::kDebug) return;
+    if (quiet_route(requested_path(req)) && log_level() > LogLevel::kDebug) return;
     AccessLogEntry e;
     e.method = req.method;
-    e.route = req.path;
+    e.route = requested_path(req);
     e.status = res.status;
     write_access_log(e, st.json_logs);
   });

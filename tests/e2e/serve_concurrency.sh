@@ -121,6 +121,35 @@ head -c 1100000 /dev/zero | tr '\0' 'a' | sed 's/^/{"prompt":"/; s/$/"}/' >"$TMP
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' --max-time 10 "$URL/generate" -H 'Content-Type: application/json' --data-binary @"$TMP/big.json")
 check "a body over the 1 MiB default is 413" test "$code" = 413
 check "413 names the limit" grep -q "1048576 bytes" "$TMP/body"
+# A request whose body cannot be framed (a Content-Length that is not a byte count, two that
+# differ, a body on a GET) is answered 400 at once and its connection closed, not after the read
+# timeout (30 s) spent waiting for bytes that never come, and never read on as the next request.
+python3 - "$URL" >"$TMP/cl" 2>&1 <<'PY'
+import socket, sys, time, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+def ask(method, lengths):
+    s = socket.create_connection((u.hostname, u.port), timeout=3)
+    head = method + " /generate HTTP/1.1\r\nHost: x\r\n" + "".join("Content-Length: %s\r\n" % v for v in lengths)
+    s.sendall((head + "\r\n").encode() + b'{"prompt":')  # part of a body, then nothing
+    t0, out, closed = time.time(), b"", False
+    try:
+        while True:
+            c = s.recv(4096)
+            if not c: closed = True; break
+            out += c
+    except socket.timeout:
+        pass
+    s.close()
+    status = out.split(b" ", 2)[1].decode() if out.startswith(b"HTTP/") else "none"
+    print(status, "fast" if time.time() - t0 < 2 else "slow", "closed" if closed else "open",
+          out.count(b"HTTP/1.1 "), out.split(b"\r\n\r\n", 1)[-1].decode())
+ask("POST", ["99999999999999999999999"]); ask("POST", ["-5"]); ask("POST", ["12", "13"]); ask("GET", ["40"])
+PY
+check "a 23-digit Content-Length: 400 at once, connection closed" grep -q "^400 fast closed 1 .*is not a byte count" <(sed -n 1p "$TMP/cl")
+check "Content-Length -5: the same, naming it" grep -q "^400 fast closed 1 .*'-5' is not a byte count" <(sed -n 2p "$TMP/cl")
+check "two different Content-Lengths: the same" grep -q "^400 fast closed 1 .*two different lengths" <(sed -n 3p "$TMP/cl")
+check "a GET with a body: the same" grep -q "^400 fast closed 1 .*GET requests take no body" <(sed -n 4p "$TMP/cl")
+check "the server still answers ($(tr '\n' '|' <"$TMP/cl" | cut -c1-300))" test "$(post /generate '{"prompt":"x","max_tokens":1}')" = 200
 stop_server
 
 # --- overload: 429 at once with Retry-After; /health while draining ------------------------
