@@ -55,6 +55,8 @@ struct PrefixCacheInfo {
   int64_t blocks_cached = 0;   // unreferenced blocks kept for reuse (evictable)
   int64_t blocks_free = 0;     // empty blocks (never written or flushed/evicted)
   int64_t blocks_pinned = 0;   // held by POST /cache/pin
+  int64_t blocks_pinned_cap = 0;  // most blocks pins may hold: cache_pin_fraction of the pool,
+                                  // less what one full-context sequence needs
   int64_t evictions_total = 0; // cached blocks reused for other content
   int64_t query_tokens_total = 0;  // prompt tokens looked up at admission
   int64_t hit_tokens_total = 0;    // of which served from the cache

@@ -50,12 +50,22 @@ std::string describe(const CacheEvent& e) {
   return line;
 }
 
+// The prefix cache's options: pins may never hold the blocks one full-context sequence needs.
+PrefixCacheOptions cache_options(const EngineConfig& cfg, int64_t ctx, int block_size) {
+  PrefixCacheOptions o;
+  o.enable_prefix_cache = cfg.prefix_cache;
+  o.max_pinned_fraction = cfg.cache_pin_fraction;
+  o.min_unpinned_blocks = int32_t(num_blocks_for(ctx, block_size));
+  return o;
+}
+
 }  // namespace
 
 // ---- creation ----
 
 Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::unique_ptr<Tokenizer> t,
-                   KvStorage storage, int64_t context, ContextOverflow overflow_policy, const ContextPlan& plan)
+                   KvStorage storage, int64_t context, ContextOverflow overflow_policy,
+                   const ContextPlan& plan)
     : config(cfg),
       ctx(context),
       window(plan.window),
@@ -66,7 +76,7 @@ Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::uniqu
       tokenizer(std::move(t)),
       kv(std::move(storage)),
       queue(size_t(cfg.max_queue)),
-      cache(kv.num_blocks(), kv.layout().block_size, PrefixCacheOptions{cfg.prefix_cache, cfg.cache_pin_fraction}),
+      cache(kv.num_blocks(), kv.layout().block_size, cache_options(cfg, context, kv.layout().block_size)),
       scheduler(SchedulerConfig{cfg.max_seqs, cfg.max_batched_tokens, cfg.prefix_cache, plan.window}, cache),
       runner(*model, kv, cfg.threads, plan.window) {
   model_name = model->hparams().name;
@@ -552,6 +562,7 @@ void Engine::Impl::publish_stats() {
   s.prefix.blocks_cached = ps.blocks_cached;
   s.prefix.blocks_free = ps.blocks_free;
   s.prefix.blocks_pinned = ps.blocks_pinned;
+  s.prefix.blocks_pinned_cap = ps.pinned_blocks_cap;
   s.prefix.evictions_total = ps.evictions_total;
   s.prefix.query_tokens_total = ps.query_tokens_total;
   s.prefix.hit_tokens_total = ps.hit_tokens_total;

@@ -19,6 +19,7 @@ KvCacheManager::KvCacheManager(int32_t num_blocks, int block_size, PrefixCacheOp
       index_(options_.enable_prefix_cache ? num_blocks : 0, block_size) {
   KVS_ASSERT(options_.max_pinned_fraction >= 0.0 && options_.max_pinned_fraction <= 1.0,
              "max_pinned_fraction must be in [0, 1]");
+  KVS_ASSERT(options_.min_unpinned_blocks >= 0, "min_unpinned_blocks must be >= 0");
   if (options_.enable_prefix_cache) recent_.reserve(kPrefixStatsWindow);
 }
 
@@ -27,7 +28,8 @@ std::chrono::steady_clock::time_point KvCacheManager::now() const {
 }
 
 int32_t KvCacheManager::pinned_cap() const {
-  return int32_t(std::floor(options_.max_pinned_fraction * double(num_blocks_total())));
+  const int32_t by_fraction = int32_t(std::floor(options_.max_pinned_fraction * double(num_blocks_total())));
+  return std::max(0, std::min(by_fraction, num_blocks_total() - options_.min_unpinned_blocks));
 }
 
 void KvCacheManager::emit(CacheEventKind kind, int64_t seq, std::vector<int32_t> blocks) const {

@@ -43,6 +43,11 @@ struct PrefixCacheOptions {
   bool enable_prefix_cache = true;
   // At most floor(max_pinned_fraction * num_blocks) blocks pinned at once; in [0, 1] (asserted).
   double max_pinned_fraction = 0.20;
+  // Pins never leave fewer than this many blocks unpinned (>= 0): the engine passes one
+  // full-context sequence's blocks, so a request that fits the context always fits the memory
+  // once the others are preempted. (Pinned blocks cannot be evicted: without this, pins could
+  // leave a long request waiting forever at the head of the queue, and every request behind it.)
+  int32_t min_unpinned_blocks = 0;
   // Block-key function; empty means hash_block (XXH3-128). Tests inject colliding ones.
   BlockHasher hasher{};
   // Time source for block lifetimes; empty means std::chrono::steady_clock::now.

@@ -141,8 +141,10 @@ TEST(PrefixCacheEngine, ConcurrentRequestsWithTheSamePrefixAgreeWithCacheOff) {
 
 TEST(PrefixCacheEngine, PinKeepsAPrefixThroughEvictionAndFlush) {
   EngineConfig c = config(true);
-  // stories260K: 1280 bytes per token (f32), so 24 blocks of 16 tokens; pins may take half.
+  // stories260K: 1280 bytes per token (f32), so 24 blocks of 16 tokens; pins may take half,
+  // which leaves a 192-token context's 12 blocks unpinned.
   c.kv_memory = std::to_string(24 * kBlock * 1280);
+  c.ctx = 12 * kBlock;
   c.cache_pin_fraction = 0.5;
   auto e = make(c);
   ASSERT_TRUE(e);
@@ -177,6 +179,61 @@ TEST(PrefixCacheEngine, PinsBeyondTheCapAreRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().to_string();
   EXPECT_EQ(e->stats().prefix.blocks_pinned, 0);
+}
+
+// Pinned blocks cannot be evicted, so pins that left fewer unpinned blocks than a full-context
+// sequence needs kept a request that fits the context waiting forever at the head of the queue
+// (and every request behind it). Pins now stop where a full-context sequence still fits.
+TEST(PrefixCacheEngine, PinsNeverStarveARequestThatFitsTheContext) {
+  EngineConfig c = config(true);
+  c.kv_memory = std::to_string(24 * kBlock * 1280);  // 24 blocks
+  c.ctx = 16 * kBlock;                               // a full sequence needs 16
+  c.cache_pin_fraction = 1.0;
+  auto e = make(c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->stats().prefix.blocks_pinned_cap, 8);
+  // Pin distinct prompts (2 blocks each) until the cap refuses one.
+  int refused = 0;
+  for (int i = 0; i < 12 && refused == 0; ++i) {
+    const std::string text =
+        std::to_string(i) + " The cat sat on the mat and looked at the big red ball in the sun all day.";
+    auto r = e->pin_prefix(tokens(*e, text), "", 10s);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().to_string();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_LE(e->stats().prefix.blocks_pinned, 8);
+  EXPECT_GE(e->stats().prefix.blocks_pinned, 7);
+  // A request of the whole context: a long prompt and max_tokens up to the context end. It must
+  // finish (behind it, a short one too), not wait for blocks that pins hold.
+  std::vector<int32_t> longp = tokens(*e, kShared);
+  while (longp.size() < size_t(12 * kBlock)) longp.push_back(longp[1 + longp.size() % 40]);
+  GenerationRequest big;
+  big.prompt = longp;
+  big.params.temperature = 0;
+  big.params.max_tokens = int(16 * kBlock - longp.size());
+  big.params.ignore_eos = true;
+  auto hb = e->submit(std::move(big));
+  ASSERT_TRUE(hb.ok()) << hb.status().to_string();
+  GenerationRequest small;
+  small.prompt = tokens(*e, "Once upon a time");
+  small.params.temperature = 0;
+  small.params.max_tokens = 4;
+  auto hs = e->submit(std::move(small));
+  ASSERT_TRUE(hs.ok()) << hs.status().to_string();
+  StreamDelta d;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!(*hs)->finished() && std::chrono::steady_clock::now() < deadline) (*hs)->next(&d, 100ms);
+  while (!(*hb)->finished() && std::chrono::steady_clock::now() < deadline) (*hb)->next(&d, 100ms);
+  const bool done = (*hb)->finished() && (*hs)->finished();
+  (*hb)->cancel();  // no effect once finished
+  (*hs)->cancel();
+  ASSERT_TRUE(done) << "starved behind the pins";
+  EXPECT_EQ((*hb)->wait().finish_reason, "length");
+  EXPECT_EQ((*hb)->wait().tokens.size(), size_t(16 * kBlock) - longp.size());
+  EXPECT_EQ((*hs)->wait().tokens.size(), 4u);
 }
 
 TEST(PrefixCacheEngine, OffMeansNoHitsAndNoAdmin) {

@@ -219,6 +219,28 @@ TEST(PrefixCache, PinningKeepsBlocksResidentWithinTheCap) {
   EXPECT_VERIFIED(m);
 }
 
+// Pins stop where min_unpinned_blocks would no longer stay unpinned, whatever the fraction.
+TEST(PrefixCache, PinsLeaveTheReservedBlocksUnpinned) {
+  PrefixCacheOptions o;
+  o.max_pinned_fraction = 1.0;
+  o.min_unpinned_blocks = 6;
+  KvCacheManager m(10, 2, o);
+  EXPECT_EQ(m.prefix_stats().pinned_blocks_cap, 4);
+  const Toks a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  run_seq(m, 1, kNs1, a);
+  EXPECT_EQ(m.pin_prefix(kNs1, a).status().code(), StatusCode::kOutOfMemory);  // 5 blocks
+  ASSERT_TRUE(m.pin_prefix(kNs1, Toks{1, 2, 3, 4, 5, 6, 7, 8}).ok());          // 4 blocks
+  EXPECT_EQ(m.pool().num_blocks_pinned(), 4);
+  EXPECT_TRUE(m.can_allocate(12));  // the reserved 6 blocks, the unpinned cached one evicted
+  EXPECT_VERIFIED(m);
+  // A reserve larger than the pool allows no pin at all; a fraction below it still rules.
+  o.min_unpinned_blocks = 11;
+  EXPECT_EQ(KvCacheManager(10, 2, o).prefix_stats().pinned_blocks_cap, 0);
+  o.min_unpinned_blocks = 2;
+  o.max_pinned_fraction = 0.3;
+  EXPECT_EQ(KvCacheManager(10, 2, o).prefix_stats().pinned_blocks_cap, 3);
+}
+
 // The engine pins a prompt right after running it, possibly while a sequence still holds it.
 TEST(PrefixCache, PinWhileReferencedAndStatesPartitionThePool) {
   KvCacheManager m(10, 2);
