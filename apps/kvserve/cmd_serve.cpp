@@ -60,7 +60,7 @@ Runner add_serve(CLI::App& app) {
        "chatml, llama2, llama3, mistral, zephyr, phi3, plain (default: detect)"},
       {"--served-model-name", "served_model_name",
        "the model id clients see (default: the model's general.name)"},
-      {"--http-threads", "http_threads", "HTTP handler threads (default max-seqs + max-queue + 4)"},
+      {"--http-threads", "http_threads", "HTTP handler threads (default max(256, max-seqs + max-queue + 4))"},
       {"--shutdown-timeout", "shutdown_timeout", "seconds to drain on SIGTERM (default 10)"},
       {"--api-key", "api_key",
        "require \"Authorization: Bearer KEY\" (prefer KVSERVE_API_KEY or --api-key-file: flags show in ps)"},

@@ -43,7 +43,7 @@ struct ServerConfig {
   int threads = 0;                    // engine threads; 0: one per core
   std::string chat_template;          // "" (detect) or a family name, see chat_template.h
   std::string served_model_name;      // the model id clients see; "": general.name, else the file name
-  int http_threads = 0;               // HTTP handler threads; 0: max_seqs + max_queue + 4
+  int http_threads = 0;  // HTTP handler threads; 0: max(256, max_seqs + max_queue + 4), at most 1024
   double shutdown_timeout = 10;       // seconds to drain in-flight requests on SIGTERM
   std::string api_key;                // requests must send "Authorization: Bearer KEY"; "" = open
   std::string api_key_file;           // the key on the first line of this file (not with api_key)

@@ -92,9 +92,16 @@ const std::string& requested_path(const httplib::Request& req) {
 bool quiet_route(const std::string& path) { return path == "/health" || path == "/live" || path == "/metrics"; }
 
 void configure_http(httplib::Server& svr, ServerState& st) {
-  // One handler thread per request that may be running or queued, plus a few for health
-  // checks and scrapes, so that a full queue is answered with 429 rather than stalling.
-  int threads = st.cfg.http_threads > 0 ? st.cfg.http_threads : std::min(st.cfg.max_seqs + st.cfg.max_queue + 4, 512);
+  // At least one handler thread per request that may be running or queued, plus a few for
+  // health checks and scrapes, so that a full queue is answered with 429 rather than stalling;
+  // and at least kMinHttpThreads, because httplib holds a connection's thread while it idles
+  // between keep-alive requests (up to 5 s): with 84 threads, 100 pooled client connections
+  // sending one short request each took 5.0 s, the last 16 waiting for idle ones to time out.
+  constexpr int kMinHttpThreads = 256, kMaxDefaultHttpThreads = 1024;
+  int threads = st.cfg.http_threads > 0
+                    ? st.cfg.http_threads
+                    : std::min(std::max(st.cfg.max_seqs + st.cfg.max_queue + 4, kMinHttpThreads),
+                               kMaxDefaultHttpThreads);
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   svr.set_payload_max_length(st.cfg.max_body_bytes);
   svr.set_read_timeout(30, 0);

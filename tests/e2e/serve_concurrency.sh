@@ -150,6 +150,23 @@ check "Content-Length -5: the same, naming it" grep -q "^400 fast closed 1 .*'-5
 check "two different Content-Lengths: the same" grep -q "^400 fast closed 1 .*two different lengths" <(sed -n 3p "$TMP/cl")
 check "a GET with a body: the same" grep -q "^400 fast closed 1 .*GET requests take no body" <(sed -n 4p "$TMP/cl")
 check "the server still answers ($(tr '\n' '|' <"$TMP/cl" | cut -c1-300))" test "$(post /generate '{"prompt":"x","max_tokens":1}')" = 200
+# httplib holds a connection's thread while it idles between keep-alive requests (up to 5 s):
+# a client pool of 100 connections must not wait for idle ones to time out (with the former
+# default of max_seqs + max_queue + 4 = 84 threads the last 16 answers came 5 s late).
+python3 - "$URL" >"$TMP/pool" 2>&1 <<'PY'
+import http.client, sys, threading, time, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+conns = [http.client.HTTPConnection(u.hostname, u.port, timeout=30) for _ in range(100)]
+lat, codes = [], []
+def one(c):
+    t = time.time(); c.request("GET", "/v1/models"); r = c.getresponse(); r.read(); codes.append(r.status); lat.append(time.time() - t)
+threads = [threading.Thread(target=one, args=(c,)) for c in conns]
+for t in threads: t.start()
+for t in threads: t.join()
+print(sorted(set(codes)), "%.2f" % max(lat))
+PY
+check "100 pooled keep-alive connections answered without waiting out idle ones ($(cat "$TMP/pool"))" \
+  python3 -c "import sys; a = open(sys.argv[1]).read().split(); sys.exit(not (a[0] == '[200]' and float(a[1]) < 4))" "$TMP/pool"
 stop_server
 
 # --- overload: 429 at once with Retry-After; /health while draining ------------------------
