@@ -187,6 +187,8 @@ void configure_http(httplib::Server& svr, ServerState& st) {
   // The 401 of a request without the API key (the pre-routing handler sends it here), whatever
   // its method.
   const auto unauthorized = [&st](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header(kOriginalPathHeader))  // asked for by name: not a route of the API
+      return reply_error(res, 404, "no such route", "invalid_request_error", "not_found");
     st.metrics.count_rejected("unauthorized");
     res.set_header("WWW-Authenticate", "Bearer");
     const bool sent = req.has_header("Authorization");

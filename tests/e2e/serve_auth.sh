@@ -68,6 +68,7 @@ check "401 then 200 through one keep-alive client ($(cat "$TMP/ka"))" test "$(ca
 # no phantom 400 or 414 was answered.
 curl -s --max-time 10 "$URL/metrics" >"$TMP/m"
 check "no phantom request after the 401s" test "$(grep -cE '^kvserve:requests_total\{status="(400|414)"\} [1-9]' "$TMP/m")" = 0
+check "the internal 401 route is no route of the API" test "$(code "$URL/_kvserve/unauthorized" -H "Authorization: Bearer $KEY")" = 404
 
 "$KVSERVE" bench --server "$URL" --concurrency 2 --requests 2 --prompt-words 8 --gen 4 >"$TMP/lg" 2>&1
 check "bench --server without the key reports the 401s" grep -q "401" "$TMP/lg"
