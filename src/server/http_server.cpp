@@ -63,11 +63,13 @@ std::string content_length_problem(const httplib::Request& req) {
   return "";
 }
 
-// Answers `res` with a 400 and has httplib close the connection once it is written: a sized
-// content provider that reports failure after writing the whole body ends httplib's
-// keep-alive loop for that socket (0.11 has no other way for a handler to close it).
-void reply_400_and_close(httplib::Response& res, const std::string& message) {
-  reply_error(res, 400, message, "invalid_request_error", "bad_request");
+// Answers `res` with an error and has httplib close the connection once it is written: a sized
+// content provider that reports failure after writing the whole body ends httplib's keep-alive
+// loop for that socket (0.11 has no other way for a handler to close it). For requests whose
+// framing is lost: what follows on the connection cannot be read as a next request.
+void reply_and_close(httplib::Response& res, int status, const std::string& message,
+                     const std::string& code) {
+  reply_error(res, status, message, "invalid_request_error", code);
   auto body = std::make_shared<std::string>(std::move(res.body));
   res.body.clear();
   res.set_header("Connection", "close");
@@ -138,18 +140,18 @@ void configure_http(httplib::Server& svr, ServerState& st) {
         req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
     if (req.has_header("Transfer-Encoding")) {
       if (!may_have_body) {
-        reply_400_and_close(res, req.method + " requests take no body");
+        reply_and_close(res, 400, req.method + " requests take no body", "bad_request");
         return httplib::Server::HandlerResponse::Handled;
       }
     } else if (req.has_header("Content-Length")) {
       const std::string problem = content_length_problem(req);
       if (!problem.empty()) {
-        reply_400_and_close(res, "Content-Length: " + problem);
+        reply_and_close(res, 400, "Content-Length: " + problem, "bad_request");
         return httplib::Server::HandlerResponse::Handled;
       }
       if (!may_have_body &&
           req.get_header_value("Content-Length").find_first_not_of('0') != std::string::npos) {
-        reply_400_and_close(res, req.method + " requests take no body");
+        reply_and_close(res, 400, req.method + " requests take no body", "bad_request");
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -220,14 +222,13 @@ void configure_http(httplib::Server& svr, ServerState& st) {
                   "invalid_request_error", "too_large");
     } else if (res.status == 404) {
       reply_error(res, 404, "no such route", "invalid_request_error", "not_found");
+    } else if (res.status == 400 || res.status == 414) {
+      // A request line or headers httplib could not parse, a URI over its limit (whose body, if
+      // any, it leaves unread), or a body it could not read: the connection is out of step.
+      reply_and_close(res, res.status, res.status == 400 ? "malformed HTTP request" : "request URI too long",
+                      res.status == 400 ? "bad_request" : "uri_too_long");
     } else {
-      const char* what = res.status == 400 ? "malformed HTTP request"
-                         : res.status == 414 ? "request URI too long"
-                                             : "request failed";
-      reply_error(res, res.status, what, "invalid_request_error",
-                  res.status == 400   ? "bad_request"
-                  : res.status == 414 ? "uri_too_long"
-                                      : "");
+      reply_error(res, res.status, "request failed", "invalid_request_error", "");
     }
     return httplib::Server::HandlerResponse::Handled;
   }));

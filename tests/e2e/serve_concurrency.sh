@@ -128,9 +128,11 @@ python3 - "$URL" >"$TMP/cl" 2>&1 <<'PY'
 import socket, sys, time, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 def ask(method, lengths):
-    s = socket.create_connection((u.hostname, u.port), timeout=3)
     head = method + " /generate HTTP/1.1\r\nHost: x\r\n" + "".join("Content-Length: %s\r\n" % v for v in lengths)
-    s.sendall((head + "\r\n").encode() + b'{"prompt":')  # part of a body, then nothing
+    ask_raw((head + "\r\n").encode() + b'{"prompt":')  # part of a body, then nothing
+def ask_raw(raw):
+    s = socket.create_connection((u.hostname, u.port), timeout=3)
+    s.sendall(raw)
     t0, out, closed = time.time(), b"", False
     try:
         while True:
@@ -144,11 +146,17 @@ def ask(method, lengths):
     print(status, "fast" if time.time() - t0 < 2 else "slow", "closed" if closed else "open",
           out.count(b"HTTP/1.1 "), out.split(b"\r\n\r\n", 1)[-1].decode())
 ask("POST", ["99999999999999999999999"]); ask("POST", ["-5"]); ask("POST", ["12", "13"]); ask("GET", ["40"])
+ask_raw(b"\x01garbage\r\n\r\n")
+body = b'{"prompt": "' + b"a" * 20000 + b'"}'  # one 20 KB line: a 414 if parsed as a request
+ask_raw(b"POST /generate?q=" + b"x" * 9000 + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 PY
 check "a 23-digit Content-Length: 400 at once, connection closed" grep -q "^400 fast closed 1 .*is not a byte count" <(sed -n 1p "$TMP/cl")
 check "Content-Length -5: the same, naming it" grep -q "^400 fast closed 1 .*'-5' is not a byte count" <(sed -n 2p "$TMP/cl")
 check "two different Content-Lengths: the same" grep -q "^400 fast closed 1 .*two different lengths" <(sed -n 3p "$TMP/cl")
 check "a GET with a body: the same" grep -q "^400 fast closed 1 .*GET requests take no body" <(sed -n 4p "$TMP/cl")
+check "an unparsable request line: the same" grep -q "^400 fast closed 1 .*malformed HTTP request" <(sed -n 5p "$TMP/cl")
+check "a URI over 8 KiB with a body: 414 once, connection closed (its body is not read as a request)" \
+  grep -q "^414 fast closed 1 .*request URI too long" <(sed -n 6p "$TMP/cl")
 check "the server still answers ($(tr '\n' '|' <"$TMP/cl" | cut -c1-300))" test "$(post /generate '{"prompt":"x","max_tokens":1}')" = 200
 # httplib holds a connection's thread while it idles between keep-alive requests (up to 5 s):
 # a client pool of 100 connections must not wait for idle ones to time out (with the former
