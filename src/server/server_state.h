@@ -33,6 +33,7 @@ struct ServerState {
   ServerMetrics metrics;
   std::atomic<int> in_flight{0};       // generation requests not yet fully answered
   std::atomic<uint64_t> next_id{1};    // server-side request ids (X-Request-Id, logs)
+  std::atomic<uint64_t> responses{0};  // every response written, any route (the idle trim's cue)
   int64_t started_unix = 0;
   bool json_logs = false;
   std::string api_key;  // resolved from api_key / api_key_file; "" = no key required
