@@ -64,6 +64,20 @@ std::string content_length_problem(const httplib::Request& req) {
   return "";
 }
 
+// Why the body of `req` (a method that may carry one or not) cannot be framed; empty when it can.
+std::string framing_problem(const httplib::Request& req, bool may_have_body) {
+  const bool chunked = req.has_header("Transfer-Encoding");
+  const bool sized = !chunked && req.has_header("Content-Length");
+  if (sized) {
+    const std::string problem = content_length_problem(req);
+    if (!problem.empty()) return "Content-Length: " + problem;
+  }
+  const bool has_body = chunked || (sized && req.get_header_value("Content-Length").find_first_not_of('0') !=
+                                                 std::string::npos);
+  if (has_body && !may_have_body) return req.method + " requests take no body";
+  return "";
+}
+
 // Answers `res` with an error and has httplib close the connection once it is written: a sized
 // content provider that reports failure after writing the whole body ends httplib's keep-alive
 // loop for that socket (0.11 has no other way for a handler to close it). For requests whose
@@ -165,22 +179,10 @@ void configure_http(httplib::Server& svr, ServerState& st) {
     mreq.headers.erase(kOriginalPathHeader);  // only this handler sets it
     const bool may_have_body =
         req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
-    if (req.has_header("Transfer-Encoding")) {
-      if (!may_have_body) {
-        reply_and_close(res, 400, req.method + " requests take no body", "bad_request");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    } else if (req.has_header("Content-Length")) {
-      const std::string problem = content_length_problem(req);
-      if (!problem.empty()) {
-        reply_and_close(res, 400, "Content-Length: " + problem, "bad_request");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      if (!may_have_body &&
-          req.get_header_value("Content-Length").find_first_not_of('0') != std::string::npos) {
-        reply_and_close(res, 400, req.method + " requests take no body", "bad_request");
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    const std::string framing = framing_problem(req, may_have_body);
+    if (!framing.empty()) {
+      reply_and_close(res, 400, framing, "bad_request");
+      return httplib::Server::HandlerResponse::Handled;
     }
     const std::string origin = req.get_header_value("Origin");
     const std::string allow = allowed_origin(st.cfg.cors_origins, origin);
