@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -350,8 +351,36 @@ Expected<std::vector<uint8_t>> GgufWriter::to_bytes() const {
   return out;
 }
 
+namespace {
+
+// The file write_file(path) puts in place: `path`, or the file it links to (rename() would replace
+// the link itself, not the file named through it). An existing path that is not a regular file is
+// refused: renaming over /dev/null or a FIFO would replace the node with a model file.
+Expected<std::string> output_target(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return path;  // a new file
+    return io_error(path + ": " + std::strerror(errno));
+  }
+  std::string target = path;
+  if (S_ISLNK(st.st_mode)) {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) return io_error(path + ": cannot follow the link: " + std::strerror(errno));
+    target = real;
+    std::free(real);
+    if (::stat(target.c_str(), &st) != 0) return io_error(target + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode))
+    return io_error(
+        path + ": exists and is not a regular file (a model is written to a new file renamed into place)");
+  return target;
+}
+
+}  // namespace
+
 Status GgufWriter::check_writable(const std::string& path) {
-  std::string tmp = path + ".tmp.XXXXXX";
+  KVS_ASSIGN_OR_RETURN(const std::string target, output_target(path));
+  std::string tmp = target + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) return io_error(path + ": cannot create a file there: " + std::strerror(errno));
   ::close(fd);
@@ -361,7 +390,8 @@ Status GgufWriter::check_writable(const std::string& path) {
 
 Status GgufWriter::write_file(const std::string& path) const {
   if (!status_.ok()) return status_;
-  std::string tmp = path + ".tmp.XXXXXX";
+  KVS_ASSIGN_OR_RETURN(const std::string target, output_target(path));
+  std::string tmp = target + ".tmp.XXXXXX";
   int fd = mkstemp(tmp.data());
   if (fd < 0) return io_error(path + ": cannot create temporary file " + tmp + ": " + std::strerror(errno));
   FILE* f = fdopen(fd, "wb");
@@ -381,7 +411,7 @@ Status GgufWriter::write_file(const std::string& path) const {
   }
   // mkstemp creates 0600; a model file is meant to be readable like any other output.
   ::chmod(tmp.c_str(), 0644);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     e = errno;
     ::unlink(tmp.c_str());
     return io_error(path + ": cannot rename temporary file into place: " + std::strerror(e));

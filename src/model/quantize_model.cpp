@@ -1,6 +1,8 @@
 // Quantization schemes, the per-tensor recipe and `kvserve quantize` (see quantize_model.h).
 #include "model/quantize_model.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -104,6 +106,12 @@ Expected<QuantizeStats> quantize_model(const std::string& in_path, const std::st
                                        const QuantScheme& scheme, int threads,
                                        const std::function<void(const TensorReport&)>& on_tensor) {
   KVS_ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> in, GgufFile::open(in_path));
+  // Quantizing is lossy: writing over the source would leave no way back to it.
+  struct stat in_st {
+  }, out_st{};
+  if (::stat(in_path.c_str(), &in_st) == 0 && ::stat(out_path.c_str(), &out_st) == 0 &&
+      in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
+    return invalid_argument(out_path + ": is the input file; write the quantized model to another path");
   KVS_RETURN_IF_ERROR(GgufWriter::check_writable(out_path));  // before minutes of encoding
   const GgufFile& f = *in;
   for (const GgufTensorInfo& t : f.tensors())

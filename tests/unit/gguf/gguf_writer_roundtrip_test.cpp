@@ -1,6 +1,8 @@
 // GgufWriter → GgufFile round trips for every value type and tensor layout, and the
 // writer's own rejection of invalid input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <limits>
@@ -321,6 +323,47 @@ TEST(GgufWriterErrors, UnwritablePath) {
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kIoError);
   EXPECT_HAS_SUBSTR(st.message(), path);
+}
+
+// rename() over an existing node replaces the node: a FIFO (or /dev/null, for a root user) would
+// become a model file. The writer refuses and leaves the node as it was.
+TEST(GgufWriterErrors, RefusesAnExistingPathThatIsNotARegularFile) {
+  GgufWriter w = sample_writer();
+  const std::string fifo = temp_path("fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const Status& st : {w.write_file(fifo), GgufWriter::check_writable(fifo)}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_HAS_SUBSTR(st.message(), "not a regular file");
+  }
+  struct stat s {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &s), 0);
+  EXPECT_TRUE(S_ISFIFO(s.st_mode));
+  ::unlink(fifo.c_str());
+}
+
+// Writing to a symbolic link replaces the file it names; the link stays a link.
+TEST(GgufWriterRoundTrip, WritesThroughASymlink) {
+  GgufWriter w = sample_writer();
+  auto bytes = w.to_bytes();
+  ASSERT_TRUE(bytes.ok());
+  const std::string target = temp_path("target.gguf");
+  const std::string link = temp_path("link.gguf");
+  {
+    std::FILE* f = std::fopen(target.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("old", f);
+    std::fclose(f);
+  }
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(w.write_file(link).ok());
+  struct stat s {};
+  ASSERT_EQ(::lstat(link.c_str(), &s), 0);
+  EXPECT_TRUE(S_ISLNK(s.st_mode));
+  EXPECT_EQ(read_bytes(target), *bytes);
+  ::unlink(link.c_str());
+  ::unlink(target.c_str());
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // kvserve quantize: every scheme on the tiny F32 models loads, keeps the metadata, and gives
 // logits within the per-encoding NMSE the golden README measured for the reference quantizer.
+#include "model/quantize_model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "gguf/gguf_file.h"
-#include "model/quantize_model.h"
 #include "model_test_util.h"
 
 namespace kvserve {
@@ -114,6 +116,26 @@ TEST(QuantizeModel, Errors) {
   auto bad = parse_quant_scheme("q9_9");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("q4_k_m"), std::string::npos);
+}
+
+// Quantizing is lossy, so OUT naming the input file (itself or through a link) is refused and the
+// input is left as it was.
+TEST(QuantizeModel, RefusesToWriteOverItsInput) {
+  TempDir dir;
+  const std::string src = dir.file("model.gguf");
+  std::filesystem::copy_file(testing::shared_path("models/tiny/tiny-llama-f32.gguf"), src);
+  const auto size = std::filesystem::file_size(src);
+  const std::string link = dir.file("link.gguf");
+  std::filesystem::create_symlink(src, link);
+  auto s = parse_quant_scheme("q8_0");
+  ASSERT_TRUE(s.ok());
+  for (const std::string& out : {src, link}) {
+    auto r = quantize_model(src, out, *s, 1);
+    ASSERT_FALSE(r.ok()) << out;
+    EXPECT_NE(r.status().message().find("is the input file"), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(std::filesystem::file_size(src), size);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
 }
 
 }  // namespace
