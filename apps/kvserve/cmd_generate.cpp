@@ -67,8 +67,12 @@ Runner add_generate(CLI::App& app) {
       }
       o->sp.logit_bias.emplace_back(int32_t(id), bias);
     }
-    if (o->sp.top_p <= 0 || o->sp.top_p > 1 || o->sp.min_p < 0 || o->sp.min_p > 1) {
+    if (!(o->sp.top_p > 0 && o->sp.top_p <= 1 && o->sp.min_p >= 0 && o->sp.min_p <= 1)) {
       std::fprintf(stderr, "error: --top-p must be in (0, 1] and --min-p in [0, 1]\n");
+      return 2;
+    }
+    if (Status st = check_sampling_values(o->sp); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return 2;
     }
     // No tokenizer yields more tokens than the text has bytes, plus BOS, a leading-space piece

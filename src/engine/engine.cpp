@@ -147,6 +147,7 @@ Expected<std::shared_ptr<RequestHandle>> Engine::submit_internal(GenerationReque
   const SamplingParams& p = request.params;
   if (p.max_tokens < 0) return invalid_argument("max_tokens must be >= 0, got " + std::to_string(p.max_tokens));
   KVS_RETURN_IF_ERROR(check_logit_bias(p, n_vocab));
+  KVS_RETURN_IF_ERROR(check_sampling_values(p));
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs)
     return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
                             std::to_string(request.top_logprobs));

@@ -95,6 +95,7 @@ Expected<GenerationResult> Generator::generate(const std::vector<int32_t>& promp
                             std::to_string(ctx_) + " tokens");
   if (params.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
   KVS_RETURN_IF_ERROR(check_logit_bias(params, model_->hparams().n_vocab));
+  KVS_RETURN_IF_ERROR(check_sampling_values(params));
   GenerationResult res;
   res.prompt_tokens = int64_t(prompt.size());
   std::vector<int32_t> seq = prompt;  // prompt + generated

@@ -58,6 +58,21 @@ Status check_logit_bias(const SamplingParams& params, int32_t n_vocab) {
   return Status::ok_status();
 }
 
+Status check_sampling_values(const SamplingParams& params) {
+  const std::pair<const char*, float> values[] = {{"temperature", params.temperature},
+                                                  {"top_p", params.top_p},
+                                                  {"min_p", params.min_p},
+                                                  {"repeat_penalty", params.repeat_penalty},
+                                                  {"presence_penalty", params.presence_penalty},
+                                                  {"frequency_penalty", params.frequency_penalty}};
+  for (const auto& [name, v] : values)
+    if (!std::isfinite(v))
+      return invalid_argument(std::string(name) + " must be a finite number, got " + std::to_string(v));
+  if (!(params.repeat_penalty > 0))
+    return invalid_argument("repeat_penalty must be > 0, got " + std::to_string(params.repeat_penalty));
+  return Status::ok_status();
+}
+
 void Sampler::apply_logit_bias() {
   for (const auto& [id, bias] : params_.logit_bias) {
     if (id < 0 || size_t(id) >= cand_.size()) continue;

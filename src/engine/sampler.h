@@ -28,6 +28,10 @@ class Rng {
 // invalid_argument naming the first logit_bias entry out of range: a token id outside
 // [0, n_vocab), a bias outside [-kMaxLogitBias, kMaxLogitBias], or more than kMaxLogitBiasTokens.
 Status check_logit_bias(const SamplingParams& params, int32_t n_vocab);
+// invalid_argument naming the first float parameter that is not finite (a NaN temperature turns
+// every probability into NaN; an infinite one makes a banned token's -inf logit NaN), or a
+// repeat_penalty <= 0 (it divides logits). Other values have meanings (sampling_params.h).
+Status check_sampling_values(const SamplingParams& params);
 
 class Sampler {
  public:

@@ -26,6 +26,9 @@ expect_usage "-t past the thread limit (a failed thread creation before)" "threa
 expect_usage "bench -t past the thread limit" "threads" "$KVSERVE" bench -m "$STORIES" -t 5000
 expect_usage "a negative --ctx" "ctx.*non-negative" "$KVSERVE" generate -m "$STORIES" -p hi --ctx -1
 expect_usage "--block-size 0" "block-size" "$KVSERVE" generate -m "$STORIES" -p hi --block-size 0
+expect_usage "--temp nan (made every probability NaN)" "temperature must be a finite number" "$KVSERVE" generate -m "$STORIES" -p hi --temp nan
+expect_usage "--top-p nan (passed the range check)" "top-p" "$KVSERVE" generate -m "$STORIES" -p hi --top-p nan
+expect_usage "--repeat-penalty nan (passed the range check)" "repeat_penalty must be a finite number" "$KVSERVE" generate -m "$STORIES" -p hi --repeat-penalty nan
 expect_usage "--repeat-penalty 0 (would divide the logits by zero)" "repeat-penalty" "$KVSERVE" generate -m "$STORIES" -p hi --repeat-penalty 0
 "$KVSERVE" --help >"$TMP/out" 2>&1
 check "--help exits 0 and prints the usage" sh -c "test $? = 0 && grep -q Usage '$TMP/out'"

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "common/stories_engine.h"
@@ -244,6 +245,11 @@ TEST(Engine, PromptPlusMaxTokensBeyondContextIsRejected) {
   EXPECT_EQ(e->submit(bad).status().code(), StatusCode::kInvalidArgument);  // empty prompt
   bad.prompt = {1, 100000};
   EXPECT_EQ(e->submit(bad).status().code(), StatusCode::kInvalidArgument);  // out of vocabulary
+  bad.prompt = {1, 2};
+  bad.params.temperature = std::nanf("");
+  auto nan_temp = e->submit(bad);
+  ASSERT_FALSE(nan_temp.ok());
+  EXPECT_NE(nan_temp.status().message().find("temperature"), std::string::npos);
 }
 
 TEST(Engine, ContextEndFinishesWithLength) {

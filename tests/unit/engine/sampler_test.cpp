@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -219,6 +220,39 @@ TEST(Sampler, CheckLogitBiasRanges) {
   EXPECT_FALSE(check_logit_bias(p, 512).ok());
   p.logit_bias.assign(kMaxLogitBiasTokens + 1, {0, 1.0f});
   EXPECT_FALSE(check_logit_bias(p, 512).ok());
+}
+
+// NaN or infinite sampling values (which CLI flags can carry) and a repeat_penalty <= 0 are
+// refused by name; negative temperatures, top_k and the like keep their documented meanings.
+TEST(Sampler, CheckSamplingValues) {
+  SamplingParams p;
+  EXPECT_TRUE(check_sampling_values(p).ok());
+  p.temperature = -1.0f;  // greedy
+  p.top_p = 5.0f;         // off
+  p.min_p = -1.0f;        // off
+  EXPECT_TRUE(check_sampling_values(p).ok());
+  const float bad[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  const std::pair<const char*, float SamplingParams::*> fields[] = {
+      {"temperature", &SamplingParams::temperature},
+      {"top_p", &SamplingParams::top_p},
+      {"min_p", &SamplingParams::min_p},
+      {"repeat_penalty", &SamplingParams::repeat_penalty},
+      {"presence_penalty", &SamplingParams::presence_penalty},
+      {"frequency_penalty", &SamplingParams::frequency_penalty}};
+  for (const auto& [name, field] : fields)
+    for (float v : bad) {
+      SamplingParams q;
+      q.*field = v;
+      const Status st = check_sampling_values(q);
+      ASSERT_FALSE(st.ok()) << name << " " << v;
+      EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
+    }
+  for (float v : {0.0f, -1.0f}) {
+    SamplingParams q;
+    q.repeat_penalty = v;
+    EXPECT_FALSE(check_sampling_values(q).ok()) << v;
+  }
 }
 
 // A toy vocabulary for the JSON mask: piece i is token i's bytes; token 9 is excluded (as an
