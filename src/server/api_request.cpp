@@ -1,9 +1,10 @@
 #include "server/api_request.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
+#include "server/json_body.h"
 
 namespace kvserve::server {
 namespace {
@@ -330,8 +331,7 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
 }  // namespace
 
 Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument("body: malformed JSON");
+  KVS_ASSIGN_OR_RETURN(const json j, parse_json_body(body));
   ApiRequest r;
   r.route = route;
   Status st = parse_into(j, limits, &r);

@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "server/api_response.h"
+#include "server/json_body.h"
 #include "server/server_state.h"
 
 namespace kvserve::server {
@@ -39,8 +40,13 @@ void reply_status(httplib::Response& res, const Status& s) {
 // The prompt tokens a pin body names, with its salt; a 400 is already written on failure.
 bool pin_target(ServerState& st, const httplib::Request& req, httplib::Response& res, std::vector<int32_t>* tokens,
                 std::string* salt) {
-  json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  auto parsed = parse_json_body(req.body);
+  if (!parsed.ok()) {
+    reply_error(res, 400, parsed.status().message(), "invalid_request_error", "invalid_json");
+    return false;
+  }
+  const json& j = *parsed;
+  if (!j.is_object()) {
     reply_error(res, 400, "body: expected a JSON object with \"prompt\" or \"messages\"", "invalid_request_error",
                 "invalid_json");
     return false;

@@ -1,5 +1,8 @@
 // GET /health, /live, /metrics, /v1/models; POST /tokenize, /detokenize.
+#include <utility>
+
 #include "server/api_response.h"
+#include "server/json_body.h"
 #include "server/server_state.h"
 
 namespace kvserve::server {
@@ -60,11 +63,25 @@ json model_json(const ServerState& st) {
               {"max_model_len", st.engine->context_length()}};
 }
 
+// The body as a JSON object; false with a 400 written when it is not JSON or not an object.
+bool object_body(const httplib::Request& req, httplib::Response& res, json* out) {
+  auto parsed = parse_json_body(req.body);
+  if (!parsed.ok()) {
+    reply_error(res, 400, parsed.status().message(), "invalid_request_error", "invalid_value");
+    return false;
+  }
+  if (!parsed->is_object()) {
+    reply_error(res, 400, "body: expected a JSON object", "invalid_request_error", "invalid_value");
+    return false;
+  }
+  *out = std::move(*parsed);
+  return true;
+}
+
 void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return reply_error(res, 400, "body: malformed JSON", "invalid_request_error", "invalid_value");
+  json j;
+  if (!object_body(req, res, &j)) return;
   const char* field = j.contains("content") ? "content" : "prompt";
   if (!j.contains(field) || !j[field].is_string())
     return reply_error(res, 400, "content: expected a string (or \"prompt\")", "invalid_request_error",
@@ -88,9 +105,8 @@ void handle_tokenize(ServerState& st, const httplib::Request& req, httplib::Resp
 
 void handle_detokenize(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   if (!require_engine(st, res)) return;
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return reply_error(res, 400, "body: malformed JSON", "invalid_request_error", "invalid_value");
+  json j;
+  if (!object_body(req, res, &j)) return;
   if (!j.contains("tokens") || !j["tokens"].is_array())
     return reply_error(res, 400, "tokens: expected an array of token ids", "invalid_request_error",
                        "invalid_value");

@@ -235,6 +235,9 @@ check "answers name the served model" test "$(post /v1/completions '{"prompt":"x
 # --- errors ------------------------------------------------------------------------------
 check "malformed JSON is 400" test "$(post /generate '{"prompt":')" = 400
 check "error body is OpenAI-shaped" test -n "$(jget "$TMP/body" 'j["error"]["message"] + j["error"]["type"]')"
+check "... and says where the JSON broke off" grep -q "malformed JSON at line 1, column 11: .*unexpected end of input" "$TMP/body"
+post /tokenize '[1,2]' >/dev/null
+check "/tokenize: JSON that is not an object is named as such" grep -q "expected a JSON object" "$TMP/body"
 # A POST without Content-Length or Transfer-Encoding (curl -X POST, no -d) has an empty body
 # (RFC 9112, 6.3): a 400 about the JSON at once, not a bare 400 after the 30 s read timeout.
 code=$(curl -s --max-time 10 -o "$TMP/body" -w '%{http_code}' -X POST "$URL/v1/completions")

@@ -118,6 +118,30 @@ struct BadCase {
   const char* field;  // must appear in the message
 };
 
+// A body that is not JSON is refused with where the parser stopped and why, without echoing
+// the text it last read (which can be the whole of a long string).
+TEST(ApiRequest, MalformedJsonSaysWhereAndWhy) {
+  const struct {
+    std::string body, where, why;
+  } cases[] = {
+      {R"({"prompt":)", "at line 1, column 11", "unexpected end of input"},
+      {R"({"prompt":"a\ud800b"})", "at line 1, column 19", "surrogate"},
+      {"{\n\"prompt\": \"x\",\n}", "at line 3, column 1", "expected string literal"},
+      {R"({"a":1}{)", "at line 1, column 8", "expected end of input"},
+      {"", "at line 1, column 1", "unexpected end of input"},
+      {"{\"prompt\":\"" + std::string(5000, 'x'), "at line 1, column 5012", "missing closing quote"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    const std::string& m = r.status().message();
+    EXPECT_EQ(m.rfind("body: malformed JSON " + c.where + ": ", 0), 0u) << m;
+    EXPECT_NE(m.find(c.why), std::string::npos) << m;
+    EXPECT_EQ(m.find("last read"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 400u);
+  }
+}
+
 TEST(ApiRequest, EveryRejectionNamesTheField) {
   const BadCase cases[] = {
       {Route::kGenerate, "{not json", "JSON"},
