@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "tokenizer/utf8.h"
 
 namespace kvserve::cli {
 
@@ -34,7 +35,10 @@ Runner add_tokenize(CLI::App& app) {
     }
     std::vector<int32_t> ids = (*tok)->encode(o->prompt, !o->no_bos, o->parse_special);
     if (o->pieces) {
-      for (int32_t id : ids) std::printf("%d:'%s'\n", id, (*tok)->token_to_piece(id).c_str());
+      // Special tokens as their text (<s>); newlines, quotes and partial UTF-8 escaped, so each
+      // piece stays on its line and reads back unambiguously.
+      for (int32_t id : ids)
+        std::printf("%d:'%s'\n", id, utf8::escape_for_display((*tok)->token_to_piece(id, true)).c_str());
       return 0;
     }
     for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);

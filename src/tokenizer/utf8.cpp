@@ -66,4 +66,54 @@ std::string sanitize(std::string_view s) {
   return out;
 }
 
+std::string escape_for_display(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const auto c = static_cast<uint8_t>(s[pos]);
+    const SequenceCheck chk = check_sequence(s, pos);
+    if (chk.kind == SequenceCheck::kValid && chk.length > 1) {
+      const auto next = static_cast<uint8_t>(s[pos + 1]);
+      if (c == 0xC2 && next < 0xA0) {  // a C1 control character, U+0080..U+009F
+        out += "\\u00";
+        out += kHex[next >> 4];
+        out += kHex[next & 15];
+      } else {
+        out.append(s.substr(pos, chk.length));
+      }
+      pos += chk.length;
+      continue;
+    }
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\'':
+        out += "\\'";
+        break;
+      default:
+        if (c >= 0x20 && c < 0x7F) {
+          out += char(c);
+        } else {  // another control character, or a byte outside any valid character
+          out += "\\x";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        }
+    }
+    ++pos;
+  }
+  return out;
+}
+
 }  // namespace kvserve::utf8

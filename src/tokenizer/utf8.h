@@ -36,4 +36,10 @@ SequenceCheck check_sequence(std::string_view s, size_t pos);
 // the "substitution of maximal subparts" practice of the Unicode standard (ch. 3.9).
 std::string sanitize(std::string_view s);
 
+// `s` readable on one line: valid printable characters as they are; \n, \r, \t, \\ and \'
+// escaped; C1 controls as \u00NN; other control characters and every byte that is not part of a
+// valid character as \xNN. Distinct inputs give distinct outputs (a debugging view of token
+// pieces, which can be partial UTF-8).
+std::string escape_for_display(std::string_view s);
+
 }  // namespace kvserve::utf8

@@ -20,6 +20,12 @@ ids2=$("$KVSERVE" tokenize -m "$STORIES" -p "Once upon a time" --no-bos)
 check "tokenize --no-bos drops BOS" test "$ids2" = "${ids#1 }"
 gpt=$("$KVSERVE" tokenize -m "$SHARED/models/llama.cpp-vocab/ggml-vocab-gpt-2.gguf" -p "Hello world" --no-bos)
 check "tokenize works on a vocab-only gpt-2 file" test "$gpt" = "15496 995"
+# --pieces: one line per token, even for a newline or a partial UTF-8 byte; BOS shown as <s>.
+"$KVSERVE" tokenize -m "$STORIES" -p $'a\n\xff' --pieces >"$TMP/pieces"
+check "tokenize --pieces: one line per token" test "$(wc -l <"$TMP/pieces")" = 4
+check "... BOS as its text" grep -qx "1:'<s>'" "$TMP/pieces"
+check "... a newline escaped" grep -qxF "13:'\n'" "$TMP/pieces"
+check "... a partial UTF-8 byte as \\xNN" grep -qxF "258:'\xff'" "$TMP/pieces"
 
 "$KVSERVE" inspect "$STORIES" >"$TMP/inspect" 2>&1
 check "inspect exits 0" test $? -eq 0

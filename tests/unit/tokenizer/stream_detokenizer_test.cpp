@@ -89,6 +89,17 @@ TEST(StreamDetokenizer, ControlTokensRenderOnlyWhenAsked) {
   EXPECT_EQ(special.push(t->eos_id()), "</s>");
 }
 
+// The tokenize --pieces view: one line per piece, nothing ambiguous, valid text untouched.
+TEST(Utf8, EscapeForDisplay) {
+  EXPECT_EQ(utf8::escape_for_display("a b\xC3\xA4\xE2\x96\x81"), "a b\xC3\xA4\xE2\x96\x81");
+  EXPECT_EQ(utf8::escape_for_display("\n\r\t\\'"), "\\n\\r\\t\\\\\\'");
+  EXPECT_EQ(utf8::escape_for_display(std::string("\0\x1B\x7F", 3)), "\\x00\\x1b\\x7f");
+  EXPECT_EQ(utf8::escape_for_display("\xFF\xE2\x96"), "\\xff\\xe2\\x96");  // invalid, truncated
+  EXPECT_EQ(utf8::escape_for_display("\xC2\x85"), "\\u0085");              // C1 control
+  EXPECT_NE(utf8::escape_for_display("\\n"), utf8::escape_for_display("\n"));
+  EXPECT_NE(utf8::escape_for_display("\\x0a"), utf8::escape_for_display("\n"));
+}
+
 TEST(Utf8, CheckSequence) {
   using utf8::SequenceCheck;
   EXPECT_EQ(utf8::check_sequence("a", 0).kind, SequenceCheck::kValid);
