@@ -231,7 +231,7 @@ Status get_response_format(const json& j, bool* json_object) {
 // that sets one to anything but its neutral value is refused (400 naming it) rather than answered
 // as if it had not (a caller asking for a tool call would otherwise get free text). Neutral
 // values, which client libraries send by default, pass: null, empty tool lists, "none"/"auto"
-// tool choices without tools, echo false, best_of 1.
+// tool choices without tools, echo false, best_of 1, modalities ["text"].
 Status reject_unhonoured(const json& j, Route route) {
   const auto given = [&](const char* f) { return j.contains(f) && !j[f].is_null(); };
   for (const char* f : {"tools", "functions"})
@@ -243,6 +243,10 @@ Status reject_unhonoured(const json& j, Route route) {
     return field_error("echo", "only /v1/completions echoes the prompt");
   if (given("suffix") && j["suffix"] != "") return field_error("suffix", "not supported (insertion)");
   if (given("best_of") && j["best_of"] != 1) return field_error("best_of", "only 1 is supported");
+  // Output modalities: text only. ["text"] is neutral; an audio request is not.
+  if (given("modalities") && j["modalities"] != json::array({"text"}))
+    return field_error("modalities", "only [\"text\"] is supported");
+  if (given("audio")) return field_error("audio", "audio output is not supported");
   return Status::ok_status();
 }
 

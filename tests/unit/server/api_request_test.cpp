@@ -214,9 +214,11 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
   // Neutral values, as client libraries send them by default, pass on every route.
   for (Route route : {Route::kGenerate, Route::kCompletion, Route::kChat}) {
     const std::string head = route == Route::kChat ? R"({"messages":[{"role":"user","content":"x"}])" : R"({"prompt":"x")";
-    for (const char* neutral : {R"("response_format":{"type":"text"})", R"("response_format":null)", R"("tools":[])",
-                                R"("tool_choice":"none")", R"("tool_choice":"auto")", R"("logit_bias":{})",
-                                R"("echo":false)", R"("suffix":"")", R"("best_of":1)", R"("functions":null)"}) {
+    for (const char* neutral :
+         {R"("response_format":{"type":"text"})", R"("response_format":null)", R"("tools":[])",
+          R"("tool_choice":"none")", R"("tool_choice":"auto")", R"("logit_bias":{})", R"("echo":false)",
+          R"("suffix":"")", R"("best_of":1)", R"("functions":null)", R"("modalities":["text"])",
+          R"("audio":null)", R"("modalities":null)"}) {
       auto r = parse(head + "," + neutral + "}", route);
       EXPECT_TRUE(r.ok()) << neutral << ": " << r.status().message();
     }
@@ -233,6 +235,9 @@ TEST(ApiRequest, FieldsThatCannotBeHonouredAreRefusedUnlessNeutral) {
       {R"("function_call":{"name":"f"})", "function_call"},
       {R"("suffix":"end")", "suffix"},
       {R"("best_of":3)", "best_of"},
+      {R"("modalities":["text","audio"])", "modalities"},
+      {R"("modalities":"text")", "modalities"},
+      {R"("audio":{"voice":"alloy","format":"wav"})", "audio"},
   };
   for (const auto& [field, name] : refused) {
     auto r = parse(std::string(R"({"prompt":"x",)") + field + "}", Route::kCompletion);
