@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "server/access_control.h"
@@ -267,6 +268,7 @@ Status apply_yaml(ServerConfig* cfg, const std::string& text, const std::string&
   }
   if (root.IsNull()) return Status::ok_status();  // an empty file sets nothing
   if (!root.IsMap()) return invalid_argument(source + ": expected a mapping of key: value");
+  std::set<std::string> seen;  // YAML forbids a key twice; yaml-cpp keeps both
   for (const auto& kv : root) {
     std::string key;
     try {
@@ -274,6 +276,8 @@ Status apply_yaml(ServerConfig* cfg, const std::string& text, const std::string&
     } catch (const YAML::Exception&) {
       return invalid_argument(source + ": a key is not a string");
     }
+    if (!seen.insert(key).second)
+      return invalid_argument(source + ": " + key + ": given twice (which one was meant?)");
     if (!kv.second.IsScalar() && !kv.second.IsNull())
       return invalid_argument(source + ": " + key + ": expected a single value");
     std::string value = kv.second.IsNull() ? "" : kv.second.Scalar();

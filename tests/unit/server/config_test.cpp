@@ -100,6 +100,10 @@ TEST(ServerConfig, MalformedYamlIsAnError) {
   EXPECT_FALSE(apply_yaml(&c, "- a\n- b\n", "f").ok());
   EXPECT_FALSE(apply_yaml(&c, "port: [1, 2]\n", "f").ok());
   EXPECT_TRUE(apply_yaml(&c, "", "f").ok());
+  // A key given twice is a mistake either way: refused, naming it (yaml-cpp kept the last).
+  const Status twice = apply_yaml(&c, "port: 8080\nmax_seqs: 4\nport: 8081\n", "f");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("port: given twice"), std::string::npos) << twice.message();
 }
 
 TEST(ServerConfig, PrintedYamlReadsBackToTheSameValues) {
