@@ -84,6 +84,9 @@ Engine::Impl::Impl(const EngineConfig& cfg, std::unique_ptr<Model> m, std::uniqu
   chat_template = model->gguf().get_string_or("tokenizer.chat_template", "");
   if (cfg.prefix_cache) {
     fingerprint = model_fingerprint(*model);
+    // That read every tensor byte of the file, and inference reads none of them (model.h): without
+    // this the whole file stayed in the server's resident set next to the packed copies.
+    model->gguf().release_pages();
     // K/V past the first layer depend on what each token attended to: a window is part of it.
     kv_signature = kv.layout().type_signature() + (window > 0 ? "/window" + std::to_string(window) : "");
   }

@@ -103,6 +103,9 @@ class GgufFile {
   size_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
   size_t file_size() const { return map_.size(); }
+  // Drops this process's resident pages of the file (MmapFile::release_pages); tensor data stays
+  // readable.
+  void release_pages() const { map_.release_pages(); }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }

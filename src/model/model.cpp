@@ -109,6 +109,7 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
   m->hp_ = std::move(hp);
   const char* repack = std::getenv("KVSERVE_REPACK");
   if (repack == nullptr || std::strcmp(repack, "0") != 0) m->repack_weights();
+  m->copy_file_views();
   return m;
 }
 
@@ -166,6 +167,32 @@ void Model::repack_weights() {
   for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) helpers.emplace_back(work);
   work();
   for (std::thread& t : helpers) t.join();
+}
+
+void Model::copy_file_views() {
+  const KernelTable& k = active_kernels();
+  // What the forward pass still reads through `data`: the embedding rows (get_rows), and every
+  // matrix without a packed copy for the table it runs on.
+  std::vector<WeightMatrix*> views{&w_.tok_embd};
+  const auto unpacked = [&](const WeightMatrix& m) { return m.packed == nullptr || m.packed_for != &k; };
+  if (!w_.tied_output && unpacked(w_.output)) views.push_back(&w_.output);
+  for (LayerWeights& L : w_.layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      if (unpacked(*m)) views.push_back(m);
+  size_t total = 0;
+  for (const WeightMatrix* m : views) total += round_up(m->row_bytes * size_t(m->rows), 64);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, round_up(total, 64)));
+  if (buf == nullptr) return;  // not fatal: the file's pages serve, as long as the file stays as it is
+  owned_.reset(buf);
+  owned_bytes_ = total;
+  for (WeightMatrix* m : views) {
+    const size_t bytes = m->row_bytes * size_t(m->rows);
+    std::memcpy(buf, m->data, bytes);
+    release_file_pages(m->data, bytes);
+    m->data = buf;
+    buf += round_up(bytes, 64);
+  }
+  if (w_.tied_output) w_.output.data = w_.tok_embd.data;  // the same rows; its packed copy is unchanged
 }
 
 size_t Model::weight_bytes() const {

@@ -1,9 +1,14 @@
 // A loaded model: the mmapped GGUF file, its hyper-parameters and views of its weights.
 // Weight matrices stay in the file's encoding; small 1-D tensors (norms, biases, rope factors) are
 // converted to f32 vectors at load time. Where the active kernel table has a packed layout for a
-// matrix (KernelTable::packed: Q8_0, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32 on AVX-512 and AVX2), the matrix is repacked once at load into one
-// buffer the model owns and the file's pages of it are released (the token embedding stays in the
-// file: get_rows reads it row by row). KVSERVE_REPACK=0 in the environment turns repacking off.
+// matrix (KernelTable::packed: Q8_0, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32 on AVX-512 and
+// AVX2), the matrix is repacked once at load into one buffer the model owns and the file's pages of
+// it are released. KVSERVE_REPACK=0 in the environment turns repacking off.
+// Once loaded, inference reads nothing from the file: what it still reads in the file's layout (the
+// token embedding, matrices without a packed copy) is copied into a second buffer the model owns,
+// since a file replaced in place (`cp` over it) or truncated under a running server would otherwise
+// feed it another model's bytes or kill it with SIGBUS. Only the file layout of packed matrices
+// (`WeightMatrix::data`, read by other kernel tables: tests) and the metadata stay in the mapping.
 #pragma once
 
 #include <cstdlib>
@@ -51,18 +56,23 @@ class Model {
   size_t weight_bytes() const;
   // Bytes of the repacked weight copies (0 when nothing was repacked).
   size_t packed_bytes() const { return packed_bytes_; }
+  // Bytes of the file-layout weights copied out of the file (the embedding, unpacked matrices).
+  size_t copied_bytes() const { return owned_bytes_; }
 
  private:
   struct FreeDeleter {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   void repack_weights();
+  void copy_file_views();  // see the header comment
 
   std::shared_ptr<GgufFile> file_;
   ModelHparams hp_;
   ModelWeights w_;
   std::unique_ptr<uint8_t, FreeDeleter> packed_;  // the packed copies, back to back (64-byte aligned)
   size_t packed_bytes_ = 0;
+  std::unique_ptr<uint8_t, FreeDeleter> owned_;  // copy_file_views' copies, back to back (64-byte aligned)
+  size_t owned_bytes_ = 0;
 };
 
 }  // namespace kvserve

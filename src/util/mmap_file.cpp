@@ -64,4 +64,8 @@ Expected<MmapFile> MmapFile::open(const std::string& path) {
   return f;
 }
 
+void MmapFile::release_pages() const {
+  if (data_ != nullptr) (void)madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 }  // namespace kvserve

@@ -24,6 +24,9 @@ class MmapFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Unmaps this process's pages of the file (MADV_DONTNEED; the mapping stays valid and reads
+  // fault them in again from the page cache), so bytes read once no longer count in its RSS.
+  void release_pages() const;
 
  private:
   const uint8_t* data_ = nullptr;
