@@ -114,6 +114,14 @@ Runner add_perplexity(CLI::App& app) {
         std::fprintf(stderr, "error: %s\n", why.c_str());
         return 1;
       }
+      // Each chunk scores positions c/2 .. c-2: known before any is computed, so a base from
+      // another file or -c is refused at once rather than after the whole run.
+      const size_t positions = num_chunks * size_t(c - 1 - c / 2);
+      if (positions * size_t(n_vocab) != base.size()) {
+        std::fprintf(stderr, "error: %s holds %zu positions, this run would score %zu (same file and -c?)\n",
+                     o->kl_base.c_str(), base.size() / size_t(n_vocab), positions);
+        return 1;
+      }
     }
     KlAccumulator kla;
     std::vector<float> row(static_cast<size_t>(n_vocab));

@@ -24,4 +24,5 @@ echo "f16 KV: KL mean $kl"
 check "f16 KV: small positive KL" awk -v k="$kl" 'BEGIN { exit !(k > 0 && k < 1e-4) }'
 "$KVSERVE" perplexity -m "$STORIES" -f "$CORPUS" -c 64 --kl-base "$TMP/base.kl" >/dev/null 2>"$TMP/kl3"
 check "a base from another chunking is refused" grep -q 'positions' "$TMP/kl3"
+check "... before any chunk is scored" test "$(grep -c 'running PPL' "$TMP/kl3")" = 0
 finish
