@@ -74,7 +74,7 @@ bool pin_target(ServerState& st, const httplib::Request& req, httplib::Response&
 json stats_json(const EngineStats& s) {
   const PrefixCacheInfo& p = s.prefix;
   const auto rate = [](int64_t hits, int64_t queries) { return queries > 0 ? double(hits) / double(queries) : 0.0; };
-  const double bb = double(s.kv_block_bytes);
+  const auto bytes = [&](int64_t blocks) { return blocks * int64_t(s.kv_block_bytes); };  // integers in JSON
   return json{
       {"enabled", p.enabled},
       {"block_bytes", s.kv_block_bytes},
@@ -86,10 +86,10 @@ json stats_json(const EngineStats& s) {
         {"pinned", p.blocks_pinned},
         {"pinned_cap", p.blocks_pinned_cap}}},
       {"bytes",
-       {{"total", double(s.kv_blocks_total) * bb},
-        {"used", double(s.kv_blocks_used) * bb},
-        {"cached", double(p.blocks_cached) * bb},
-        {"pinned", double(p.blocks_pinned) * bb}}},
+       {{"total", bytes(s.kv_blocks_total)},
+        {"used", bytes(s.kv_blocks_used)},
+        {"cached", bytes(p.blocks_cached)},
+        {"pinned", bytes(p.blocks_pinned)}}},
       {"hit_rate",
        {{"recent", rate(p.recent_hit_tokens, p.recent_query_tokens)},
         {"since_start", rate(p.hit_tokens_total, p.query_tokens_total)}}},

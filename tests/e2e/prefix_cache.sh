@@ -73,6 +73,9 @@ check "the same tenant hits its own blocks" test "$(jget "$TMP/body" 'j["usage"]
 check "GET /cache/stats" test "$(curl -s -o "$TMP/stats" -w '%{http_code}' "$URL/cache/stats")" = 200
 check "stats show cached blocks" test "$(jget "$TMP/stats" 'j["blocks"]["cached"] > 0 and j["enabled"]')" = True
 check "stats show a hit rate" test "$(jget "$TMP/stats" '0 < j["hit_rate"]["since_start"] <= 1')" = True
+# Byte counts are JSON integers (5242880, not 5242880.0: a Go int64 field refuses the latter).
+check "stats: bytes are integers, blocks x block_bytes" test "$(jget "$TMP/stats" \
+  'all(type(j["bytes"][k]) is int and j["bytes"][k] == j["blocks"][k] * j["block_bytes"] for k in ("total","used","cached","pinned"))')" = True
 PIN_BODY="{\"prompt\": \"$SHARED_TEXT\"}"
 check "POST /cache/pin" test "$(post /cache/pin "$PIN_BODY")" = 200
 PINNED=$(jget "$TMP/body" 'j["pinned_tokens"]')
