@@ -1,5 +1,6 @@
 #include "server/access_log.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -29,10 +30,19 @@ std::string ms(double v) {
   return b;
 }
 
-// Quotes a text value when it holds spaces or quotes so the text line stays splittable.
+// Quotes a text value (JSON string escapes) when it holds a space, a quote, '=', a backslash or a
+// control character, so the line stays one splittable line: a client's path (decoded: %0A is a
+// newline, %1B an escape) must not start a fake log line or send terminal escapes to a reader.
 std::string text_value(const std::string& v) {
-  if (!v.empty() && v.find_first_of(" \"=") == std::string::npos) return v;
-  return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const bool plain = !v.empty() && std::none_of(v.begin(), v.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c <= 0x20 || c == 0x7F || c == '"' || c == '=' || c == '\\';
+  });
+  if (plain) return v;
+  std::string quoted = nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // JSON leaves DEL as it is; escape it like the other control characters.
+  for (size_t at; (at = quoted.find('\x7f')) != std::string::npos;) quoted.replace(at, 1, "\\u007f");
+  return quoted;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "server/access_log.h"
 
 namespace kvserve::server {
@@ -74,6 +76,26 @@ TEST(AccessLog, TextAndJson) {
   EXPECT_EQ(j["id"], 7);
   EXPECT_EQ(j["generated_tokens"], 9);
   EXPECT_EQ(j["msg"], "request");
+}
+
+// A client's path can hold any byte once decoded: a text line never carries a raw control byte
+// (no fake second line, no terminal escape), and the escaped path reads back exactly.
+TEST(AccessLog, ControlCharactersInThePathAreEscaped) {
+  AccessLogEntry e;
+  e.method = "GET";
+  for (const std::string route :
+       {"/foo\nfake", "/bar\x1b[31mred", "/tab\there", "/back\\slash", "/del\x7f"}) {
+    e.route = route;
+    const std::string t = format_access_log(e, false);
+    EXPECT_TRUE(std::none_of(t.begin(), t.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    })) << t;
+    const size_t at = t.find("route=") + 6;
+    const std::string quoted = t.substr(at, t.find(" status=") - at);
+    EXPECT_EQ(json::parse(quoted).get<std::string>(), route) << quoted;
+  }
+  e.route = "/v1/models";
+  EXPECT_NE(format_access_log(e, false).find("route=/v1/models "), std::string::npos);  // plain stays bare
 }
 
 }  // namespace
