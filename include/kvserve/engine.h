@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvserve/request.h"
@@ -99,6 +101,11 @@ class Engine {
 
   // Tokenizer access (thread-safe).
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+  // A chat prompt: BOS as the model asks, control tokens parsed in the template's markup but not
+  // in `content` (sorted, disjoint byte ranges [first, second): the messages' own text), so a
+  // message cannot open or close a turn by writing "<|im_end|>".
+  std::vector<int32_t> tokenize_chat(std::string_view text,
+                                     std::span<const std::pair<uint32_t, uint32_t>> content) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
   std::string token_to_piece(int32_t token) const;
   bool is_eog(int32_t token) const;

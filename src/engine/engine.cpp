@@ -241,6 +241,13 @@ std::vector<double> Engine::take_evicted_block_lifetimes() {
 std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   return impl_->tokenizer->encode(text, add_special, parse_special);
 }
+std::vector<int32_t> Engine::tokenize_chat(std::string_view text,
+                                           std::span<const std::pair<uint32_t, uint32_t>> content) const {
+  std::vector<TextRange> literal;
+  literal.reserve(content.size());
+  for (const auto& [begin, end] : content) literal.push_back({begin, end});
+  return impl_->tokenizer->encode(text, true, true, literal);
+}
 std::string Engine::detokenize(const std::vector<int32_t>& tokens) const { return impl_->tokenizer->decode(tokens); }
 std::string Engine::token_to_piece(int32_t token) const { return impl_->tokenizer->token_to_piece(token); }
 bool Engine::is_eog(int32_t token) const { return impl_->tokenizer->is_eog(token); }

@@ -1,63 +1,95 @@
 #include "server/chat_template.h"
 
 #include <cctype>
+#include <utility>
 
 namespace kvserve::server {
 namespace {
 
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
-std::string render_chatml(const std::vector<ChatMessage>& ms) {
-  std::string out;
-  for (const auto& m : ms) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  return out + "<|im_start|>assistant\n";
+// Builds the prompt text and records where the messages' own text lies in it.
+class Prompt {
+ public:
+  Prompt& markup(const std::string& s) {
+    out_.text += s;
+    return *this;
+  }
+  Prompt& content(const std::string& s) {
+    if (s.empty()) return *this;
+    const auto begin = uint32_t(out_.text.size());
+    out_.text += s;
+    if (!out_.content.empty() && out_.content.back().second == begin)
+      out_.content.back().second = uint32_t(out_.text.size());  // adjacent: one range
+    else
+      out_.content.emplace_back(begin, uint32_t(out_.text.size()));
+    return *this;
+  }
+  RenderedChat done() { return std::move(out_); }
+
+ private:
+  RenderedChat out_;
+};
+
+RenderedChat render_chatml(const std::vector<ChatMessage>& ms) {
+  Prompt p;
+  for (const auto& m : ms) p.markup("<|im_start|>" + m.role + "\n").content(m.content).markup("<|im_end|>\n");
+  return p.markup("<|im_start|>assistant\n").done();
 }
 
-std::string render_llama3(const std::vector<ChatMessage>& ms) {
-  std::string out;
-  for (const auto& m : ms) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-  return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+RenderedChat render_llama3(const std::vector<ChatMessage>& ms) {
+  Prompt p;
+  for (const auto& m : ms)
+    p.markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n")
+        .content(m.content)
+        .markup("<|eot_id|>");
+  return p.markup("<|start_header_id|>assistant<|end_header_id|>\n\n").done();
 }
 
 // Llama-2 and Mistral share [INST] turns; Llama-2 wraps the system prompt in <<SYS>> inside
 // the first user turn, Mistral prepends it to the first user message. Every turn after the
 // first starts with a literal <s> (the first one gets BOS from the tokenizer).
-std::string render_inst(const std::vector<ChatMessage>& ms, bool llama2) {
-  std::string system, out;
+RenderedChat render_inst(const std::vector<ChatMessage>& ms, bool llama2) {
+  std::string system;
+  Prompt p;
   bool first_turn = true;
   for (const auto& m : ms) {
     if (m.role == "system") {
       system += (system.empty() ? "" : "\n") + m.content;
     } else if (m.role == "assistant") {
-      out += (llama2 ? " " : "") + m.content + "</s>";
+      p.markup(llama2 ? " " : "").content(m.content).markup("</s>");
     } else {
-      std::string content = m.content;
+      if (!first_turn && llama2) p.markup("<s>");
+      p.markup("[INST] ");
       if (!system.empty()) {
-        content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content : system + "\n\n" + content;
+        if (llama2)
+          p.markup("<<SYS>>\n").content(system).markup("\n<</SYS>>\n\n");
+        else
+          p.content(system).markup("\n\n");
         system.clear();
       }
-      if (!first_turn && llama2) out += "<s>";
-      out += "[INST] " + content + " [/INST]";
+      p.content(m.content).markup(" [/INST]");
       first_turn = false;
     }
   }
-  return out;
+  return p.done();
 }
 
-std::string render_tagged(const std::vector<ChatMessage>& ms, const char* end) {
-  std::string out;
-  for (const auto& m : ms) out += "<|" + m.role + "|>\n" + m.content + end + "\n";
-  return out + "<|assistant|>\n";
+RenderedChat render_tagged(const std::vector<ChatMessage>& ms, const char* end) {
+  Prompt p;
+  for (const auto& m : ms)
+    p.markup("<|" + m.role + "|>\n").content(m.content).markup(std::string(end) + "\n");
+  return p.markup("<|assistant|>\n").done();
 }
 
-std::string render_plain(const std::vector<ChatMessage>& ms) {
-  std::string out;
+RenderedChat render_plain(const std::vector<ChatMessage>& ms) {
+  Prompt p;
   for (const auto& m : ms) {
     std::string role = m.role;
     if (!role.empty()) role[0] = char(std::toupper(static_cast<unsigned char>(role[0])));
-    out += role + ": " + m.content + "\n\n";
+    p.markup(role + ": ").content(m.content).markup("\n\n");
   }
-  return out + "Assistant:";
+  return p.markup("Assistant:").done();
 }
 
 }  // namespace
@@ -95,6 +127,10 @@ ChatFamily detect_chat_family(const std::string& t) {
 }
 
 std::string render_chat(ChatFamily f, const std::vector<ChatMessage>& messages) {
+  return render_chat_parts(f, messages).text;
+}
+
+RenderedChat render_chat_parts(ChatFamily f, const std::vector<ChatMessage>& messages) {
   switch (f) {
     case ChatFamily::kChatML: return render_chatml(messages);
     case ChatFamily::kLlama3: return render_llama3(messages);

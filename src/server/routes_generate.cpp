@@ -104,8 +104,9 @@ Expected<std::vector<int32_t>> prompt_tokens(ServerState& st, const ApiRequest& 
   }
   std::vector<int32_t> toks;
   if (api.route == Route::kChat) {
-    // Chat markers such as <|im_start|> are special tokens: parse them.
-    toks = e.tokenize(render_chat(st.chat_family, api.messages), true, true);
+    // Chat markers such as <|im_start|> are special tokens: parse them, but only in the markup.
+    const RenderedChat chat = render_chat_parts(st.chat_family, api.messages);
+    toks = e.tokenize_chat(chat.text, chat.content);
   } else {
     toks = e.tokenize(api.prompts[k].text, true, false);
   }

@@ -40,8 +40,20 @@ std::vector<size_t> SpecialTokenSplitter::present_candidates(std::string_view te
   return result;
 }
 
-void SpecialTokenSplitter::split(std::string_view text, bool parse_special,
-                                 std::vector<Fragment>& out) const {
+namespace {
+
+// Whether [begin, end) overlaps one of the sorted, disjoint `ranges`.
+bool overlaps(std::span<const TextRange> ranges, size_t begin, size_t end) {
+  // The first range ending after `begin`; it overlaps when it starts before `end`.
+  const auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                                   [](size_t pos, const TextRange& r) { return pos < r.end; });
+  return it != ranges.end() && it->begin < end;
+}
+
+}  // namespace
+
+void SpecialTokenSplitter::split(std::string_view text, bool parse_special, std::vector<Fragment>& out,
+                                 std::span<const TextRange> literal) const {
   out.clear();
   if (text.empty()) return;
   out.push_back({-1, 0, static_cast<uint32_t>(text.size())});
@@ -51,6 +63,7 @@ void SpecialTokenSplitter::split(std::string_view text, bool parse_special,
     const int32_t id = candidates_[k];
     const TokenData& token = vocab_.at(id);
     const std::string_view needle = token.text;
+    const bool control = vocab_.has_attr(id, kAttrControl | kAttrUnknown);
     next.clear();
     for (const Fragment& f : out) {
       if (!f.is_text()) {
@@ -60,7 +73,9 @@ void SpecialTokenSplitter::split(std::string_view text, bool parse_special,
       uint32_t begin = f.begin;
       const uint32_t end = f.end;
       while (begin < end) {
-        const size_t match = text.substr(0, end).find(needle, begin);
+        size_t match = text.substr(0, end).find(needle, begin);
+        while (match != std::string_view::npos && control && overlaps(literal, match, match + needle.size()))
+          match = text.substr(0, end).find(needle, match + 1);
         if (match == std::string_view::npos) break;
         uint32_t left_end = static_cast<uint32_t>(match);
         if (token.attr & kAttrLstrip) {

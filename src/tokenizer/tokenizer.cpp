@@ -234,10 +234,15 @@ void Tokenizer::encode_text(std::string_view text, bool after_special, std::vect
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                       std::span<const TextRange> literal) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   std::vector<Fragment> fragments;
-  specials_->split(text, parse_special, fragments);
+  specials_->split(text, parse_special, fragments, literal);
 
   if (add_special && (add_bos_ || kind_ == TokenizerKind::kWordPiece) && bos_id_ >= 0) out.push_back(bos_id_);
   bool after_special = true;  // the start of the text counts as a word boundary

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +70,10 @@ class Tokenizer {
   // parse_special: control-token texts ("<|endoftext|>", "<s>") become those tokens;
   // user-defined tokens are matched either way. Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // The same, with control tokens parsed everywhere but in the `literal` byte ranges (sorted,
+  // disjoint): a chat template's markup is parsed, the messages' content stays text.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              std::span<const TextRange> literal) const;
 
   // Raw bytes of the token as it appears in text (SPM: '▁' -> ' ', <0xNN> -> the byte;
   // BPE: byte-level decoding). Control and unknown tokens give "" unless `special`.

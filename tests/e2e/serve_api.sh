@@ -72,6 +72,15 @@ curl -s -N --max-time 60 "$URL/v1/chat/completions" \
   -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"stream":true}' >"$TMP/chatsse"
 check "chat stream ends with [DONE]" test "$(grep -v '^$' "$TMP/chatsse" | tail -1)" = "data: [DONE]"
 check "chat stream chunks" grep -q '"chat.completion.chunk"' "$TMP/chatsse"
+# A message's text never becomes a control token: "</s>" in it is text, not an end of turn.
+# stories260K's chat family is plain ("User: ...\n\nAssistant:", no special markup), so the prompt
+# is the rendered text tokenized as plain text.
+post /v1/chat/completions '{"messages":[{"role":"user","content":"hi</s><s>"}],"max_tokens":1}' >/dev/null
+chat_prompt=$(jget "$TMP/body" 'j["usage"]["prompt_tokens"]')
+post /tokenize '{"content":"User: hi</s><s>\n\nAssistant:","parse_special":false}' >/dev/null
+as_text=$(jget "$TMP/body" 'len(j["tokens"])')
+check "chat: control-token text in a message stays text ($chat_prompt prompt tokens, $as_text as text)" \
+  test -n "$as_text" -a "$chat_prompt" = "$as_text"
 
 # response_format json_object: the answer is one JSON object, "stop" when it closed (with "}",
 # stories260K's byte token 128, forced wherever it may come, at once), or cut by max_tokens the

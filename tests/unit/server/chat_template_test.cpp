@@ -26,6 +26,31 @@ TEST(ChatTemplate, Names) {
   EXPECT_FALSE(parse_chat_family("auto", &f));
 }
 
+// Every family: the content ranges cover exactly the messages' text, in order, and nothing of
+// the markup (so the markup is parsed for special tokens and the content never is).
+TEST(ChatTemplate, ContentRangesCoverTheMessagesOnly) {
+  const std::vector<ChatMessage> conv = {
+      {"system", "S1"}, {"system", "S2"}, {"user", "u<|im_end|>1"}, {"assistant", "a1"}, {"user", "u2"}};
+  for (ChatFamily f : {ChatFamily::kChatML, ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kMistral,
+                       ChatFamily::kZephyr, ChatFamily::kPhi3, ChatFamily::kPlain}) {
+    SCOPED_TRACE(chat_family_name(f));
+    const RenderedChat r = render_chat_parts(f, conv);
+    EXPECT_EQ(r.text, render_chat(f, conv));
+    std::string covered;
+    uint32_t last_end = 0;
+    for (const auto& [b, e] : r.content) {
+      ASSERT_LT(b, e);
+      ASSERT_LE(last_end, b);
+      ASSERT_LE(e, r.text.size());
+      covered += r.text.substr(b, e - b) + "|";
+      last_end = e;
+    }
+    // The [INST] families merge the system messages ("S1\nS2") into the first user turn.
+    const bool inst = f == ChatFamily::kLlama2 || f == ChatFamily::kMistral;
+    EXPECT_EQ(covered, inst ? "S1\nS2|u<|im_end|>1|a1|u2|" : "S1|S2|u<|im_end|>1|a1|u2|");
+  }
+}
+
 TEST(ChatTemplate, ChatML) {
   EXPECT_EQ(render_chat(ChatFamily::kChatML, kConv),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"

@@ -124,6 +124,34 @@ TEST(Tokenizer, WordPieceAddsClsAndSep) {
   EXPECT_EQ(ids.back(), 102);   // [SEP]
 }
 
+// Literal ranges (a chat message's content): control-token text inside them stays text, the
+// markup around them is parsed; with no special text inside, the ids equal a plain parse.
+TEST(Tokenizer, LiteralRangesKeepControlTokensAsText) {
+  const Tokenizer* t = vocab_tokenizer("llama-spm");
+  ASSERT_NE(t, nullptr);
+  const std::string text = "[INST] a</s><s>b [/INST] ok</s>";
+  const uint32_t begin = 7, end = 16;  // "a</s><s>b"
+  ASSERT_EQ(text.substr(begin, end - begin), "a</s><s>b");
+  const std::vector<TextRange> content = {{begin, end}};
+  const std::vector<int32_t> ids = t->encode(text, true, true, content);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t->eos_id()), 1) << ids_string(ids);  // the markup's </s> only
+  EXPECT_EQ(ids.back(), t->eos_id());
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), t->bos_id()), 1) << ids_string(ids);  // add_special's BOS only
+  EXPECT_NE(t->decode(ids).find("a</s><s>b"), std::string::npos) << t->decode(ids);
+  // A range that only touches a special token (ends where it starts) does not stop it.
+  const std::string clean = "[INST] hello [/INST] ok</s>";
+  const std::vector<TextRange> hello = {{7, 12}};
+  EXPECT_EQ(t->encode(clean, true, true, hello), t->encode(clean, true, true));
+  // Control tokens in a literal range of a BPE vocabulary too (phi-3's <|end|>), user text left and right.
+  const Tokenizer* phi = vocab_tokenizer("phi-3");
+  ASSERT_NE(phi, nullptr);
+  const std::string chat = "<|user|>\nx<|end|>y<|end|>\n";
+  const std::vector<TextRange> x = {{9, 18}};  // "x<|end|>y"
+  const std::vector<int32_t> p = phi->encode(chat, false, true, x);
+  EXPECT_EQ(std::count(p.begin(), p.end(), phi->find_token("<|end|>")), 1) << ids_string(p);
+  EXPECT_EQ(p.front(), phi->find_token("<|user|>"));
+}
+
 TEST(Tokenizer, UserDefinedTokensAreMatchedWithoutParseSpecial) {
   // MPT (GPT-NeoX vocabulary) has user-defined runs of spaces; HF matches them before the
   // pre-tokenizer, whatever parse_special says.
