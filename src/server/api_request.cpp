@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "server/json_body.h"
 
@@ -289,9 +290,8 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
   KVS_RETURN_IF_ERROR(get_int(j, "repeat_last_n", -1, 1 << 20, &last_n));
   p.repeat_last_n = int(last_n);
   int64_t seed = int64_t(p.seed & 0x7fffffffffffffffULL);
-  bool seed_given = false;
-  KVS_RETURN_IF_ERROR(get_int(j, "seed", 0, INT64_MAX, &seed, &seed_given));
-  if (seed_given) p.seed = uint64_t(seed);
+  KVS_RETURN_IF_ERROR(get_int(j, "seed", 0, INT64_MAX, &seed, &r->seed_given));
+  if (r->seed_given) p.seed = uint64_t(seed);
   KVS_RETURN_IF_ERROR(get_stop(j, &p.stop));
   KVS_RETURN_IF_ERROR(get_logit_bias(j, &p.logit_bias));
   KVS_RETURN_IF_ERROR(get_response_format(j, &p.json_object));
@@ -333,6 +333,12 @@ Status parse_into(const json& j, const ApiLimits& limits, ApiRequest* r) {
 }
 
 }  // namespace
+
+uint64_t fresh_seed() {
+  // One generator per thread, seeded from the OS: no lock, and no two threads share a stream.
+  thread_local std::mt19937_64 gen{(uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()};
+  return gen() & 0x7fffffffffffffffULL;  // a seed a client could also have sent (0..INT64_MAX)
+}
 
 Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits) {
   KVS_ASSIGN_OR_RETURN(const json j, parse_json_body(body));

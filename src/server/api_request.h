@@ -55,9 +55,15 @@ struct ApiRequest {
   // Choices to generate (OpenAI's n, completions and chat; /generate: 1), each its own engine
   // request sampling with seed + its index.
   int n = 1;
+  // false: the request named no seed, and the server draws one for it (fresh_seed), so repeated
+  // requests sample differently, as OpenAI's API does; params.seed then holds the CLI's default.
+  bool seed_given = false;
   std::string model;
   std::string cache_salt;
 };
+
+// A seed for a request that named none: random per call (thread-safe).
+uint64_t fresh_seed();
 
 // Parses and validates `body`. Errors are invalid_argument with a client-facing message.
 Expected<ApiRequest> parse_api_request(const std::string& body, Route route, const ApiLimits& limits);

@@ -279,6 +279,7 @@ void handle_generation(ServerState& st, Route route, const httplib::Request& req
   };
   auto api = parse_api_request(req.body, route, st.limits);
   if (!api.ok()) return reject(400, api.status());
+  if (!api->seed_given) api->params.seed = fresh_seed();
   const size_t num_prompts = route == Route::kChat ? 1 : api->prompts.size();
   const size_t num_choices = num_prompts * size_t(api->n);
   if (num_choices > 1 && num_choices > size_t(st.cfg.max_queue))

@@ -157,6 +157,19 @@ print(text)
 PY
 check "streamed echo adds up to the non-streamed answer" test "$(trim <"$TMP/echo_streamed")" = "$(trim <"$TMP/echo_full")"
 check "echo on /generate is 400" test "$(post /generate "{\"prompt\":\"x\",\"echo\":true}")" = 400
+# Without a seed every request draws its own: repeated sampled requests differ (they were all
+# the same text, from one default seed); with a seed they repeat exactly.
+for i in 1 2 3 4; do
+  post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":24,\"temperature\":1.5,\"ignore_eos\":true}" >/dev/null
+  jget "$TMP/body" 'j["choices"][0]["text"]'
+done >"$TMP/unseeded"
+check "sampled requests without a seed differ ($(sort -u "$TMP/unseeded" | wc -l) distinct of 4)" \
+  test "$(sort -u "$TMP/unseeded" | wc -l)" -ge 2
+for i in 1 2; do
+  post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":24,\"temperature\":1.5,\"ignore_eos\":true,\"seed\":9}" >/dev/null
+  jget "$TMP/body" 'j["choices"][0]["text"]'
+done >"$TMP/seeded"
+check "... and with a seed repeat exactly" test "$(sort -u "$TMP/seeded" | wc -l)" = 1
 # n choices: choice i samples as a lone request with seed + i would; usage counts all of them.
 code=$(post /v1/completions "{\"prompt\":\"$P\",\"max_tokens\":12,\"temperature\":1,\"seed\":40,\"n\":3,\"ignore_eos\":true}")
 check "n = 3 is 200" test "$code" = 200

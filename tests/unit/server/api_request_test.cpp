@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <set>
 
 namespace kvserve::server {
 namespace {
@@ -140,6 +142,25 @@ TEST(ApiRequest, MalformedJsonSaysWhereAndWhy) {
     EXPECT_EQ(m.find("last read"), std::string::npos) << m;
     EXPECT_LT(m.size(), 400u);
   }
+}
+
+// A request that names no seed says so (the route then draws one with fresh_seed, so repeated
+// requests differ); one that names a seed keeps it.
+TEST(ApiRequest, SeedGivenOrDrawn) {
+  auto none = parse(R"({"prompt":"x"})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->seed_given);
+  auto some = parse(R"({"prompt":"x","seed":12})");
+  ASSERT_TRUE(some.ok());
+  EXPECT_TRUE(some->seed_given);
+  EXPECT_EQ(some->params.seed, 12u);
+  std::set<uint64_t> drawn;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t s = fresh_seed();
+    EXPECT_LE(s, uint64_t(INT64_MAX));
+    drawn.insert(s);
+  }
+  EXPECT_EQ(drawn.size(), 8u);
 }
 
 TEST(ApiRequest, EveryRejectionNamesTheField) {
