@@ -288,6 +288,9 @@ int run_server(const ServerConfig& cfg) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  // SIGHUP's default action kills the process on the spot (a closed terminal, or an operator
+  // expecting a reload): it drains like SIGTERM instead. There is no reload.
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   // A client that disconnects mid-write must not kill the process.
   signal(SIGPIPE, SIG_IGN);
@@ -379,8 +382,12 @@ int run_server(const ServerConfig& cfg) {
   for (;;) {
     idle_trim.tick(st->in_flight.load() == 0, st->responses.load(std::memory_order_relaxed));
     int sig = sigtimedwait(&sigs, nullptr, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      KVS_INFO(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", draining");
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      KVS_INFO(std::string("received ") +
+               (sig == SIGTERM  ? "SIGTERM"
+                : sig == SIGINT ? "SIGINT"
+                                : "SIGHUP") +
+               ", draining");
       break;
     }
     if (load_state.load() == -1) {

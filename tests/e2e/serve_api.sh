@@ -360,6 +360,22 @@ else
   fail "second server did not start"
 fi
 
+# SIGHUP (a closed terminal, an operator expecting a reload) drains like SIGTERM: its default
+# action had killed the server mid-request.
+if start_server; then
+  curl -s -o /dev/null -w '%{http_code}' --max-time 120 "$URL/generate" \
+    -d '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true}' >"$TMP/hup_code" &
+  cpid=$!
+  sleep 0.3
+  stop_server HUP
+  wait "$cpid"
+  check "SIGHUP with a request in flight exits 0 (rc $STOP_RC)" test "$STOP_RC" = 0
+  check "... after answering it ($(cat "$TMP/hup_code"))" test "$(cat "$TMP/hup_code")" = 200
+  check "... and says so in the log" grep -q "received SIGHUP, draining" "$TMP/srv.err"
+else
+  fail "third server did not start"
+fi
+
 # --- SIGTERM past the drain deadline: the running request is cut off but still answered -------
 # (200 with finish_reason "cancelled", docs/operations.md; it once raced the engine loop's exit
 # into a 500 "the engine loop stopped"), non-streamed and streamed.

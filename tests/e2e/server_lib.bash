@@ -39,9 +39,9 @@ start_server_report() {
   echo "--- server stdout:" >&2; tail -n 5 "$TMP/srv.out" >&2
   echo "--- server stderr:" >&2; tail -n 20 "$TMP/srv.err" >&2
 }
-# stop_server: SIGTERM, then waits (at most 30 s) and sets STOP_RC.
+# stop_server [SIGNAL]: SIGTERM (or SIGNAL), then waits (at most 30 s) and sets STOP_RC.
 stop_server() {
-  kill -TERM "$SRV_PID" 2>/dev/null
+  kill -"${1:-TERM}" "$SRV_PID" 2>/dev/null
   STOP_RC=124
   for _ in $(seq 1 300); do
     if ! kill -0 "$SRV_PID" 2>/dev/null; then wait "$SRV_PID"; STOP_RC=$?; break; fi
