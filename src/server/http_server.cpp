@@ -345,7 +345,11 @@ int run_server(const ServerConfig& cfg) {
   if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
     std::fprintf(stderr, "warning: could not raise the listen backlog to %d\n", kListenBacklog);
   std::thread listener([&svr] { svr.listen_after_bind(); });
-  std::printf("kvserve: listening on http://%s:%d (loading %s)\n", cfg.host.c_str(), port, cfg.model.c_str());
+  // An IPv6 literal goes in brackets (RFC 3986), or the printed URL is not one curl accepts.
+  const std::string base_url = "http://" +
+                               (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) +
+                               ":" + std::to_string(port);
+  std::printf("kvserve: listening on %s (loading %s)\n", base_url.c_str(), cfg.model.c_str());
   std::fflush(stdout);
 
   std::atomic<int> load_state{0};  // 0 loading, 1 ready, -1 failed
@@ -369,8 +373,8 @@ int run_server(const ServerConfig& cfg) {
     std::printf("kvserve: ready: model %s, context %lld tokens, chat template %s, kernels %s\n",
                 st->model_id.c_str(), (long long)st->engine->context_length(),
                 chat_family_name(st->chat_family), active_kernels().name);
-    std::printf("curl -s http://%s:%d/generate -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":64}'\n",
-                cfg.host.c_str(), port);
+    std::printf("curl -s %s/generate -d '{\"prompt\":\"Once upon a time\",\"max_tokens\":64}'\n",
+                base_url.c_str());
     std::fflush(stdout);
     st->ready.store(true, std::memory_order_release);
     load_state.store(1);

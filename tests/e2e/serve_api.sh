@@ -373,7 +373,7 @@ if start_server; then
   check "... after answering it ($(cat "$TMP/hup_code"))" test "$(cat "$TMP/hup_code")" = 200
   check "... and says so in the log" grep -q "received SIGHUP, draining" "$TMP/srv.err"
 else
-  fail "third server did not start"
+  fail "the SIGHUP server did not start"
 fi
 
 # --- SIGTERM past the drain deadline: the running request is cut off but still answered -------
@@ -402,5 +402,18 @@ assert last["choices"][0]["finish_reason"] == "cancelled", last
 ' "$TMP/cut_stream"
 else
   fail "third server did not start"
+fi
+
+# An IPv6 host prints a URL in brackets, and the printed curl line works (http://::1:PORT did not).
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+  "$KVSERVE" serve -m "$STORIES" --host ::1 --port 0 >"$TMP/v6.out" 2>"$TMP/v6.err" &
+  v6pid=$!
+  for _ in $(seq 1 300); do grep -q '^curl ' "$TMP/v6.out" && break; sleep 0.1; done
+  check "IPv6: the listening line brackets the address" grep -q '^kvserve: listening on http://\[::1\]:[0-9]* ' "$TMP/v6.out"
+  check "IPv6: the printed curl line answers" sh -c "$(grep '^curl ' "$TMP/v6.out") | grep -q '\"text\"'"
+  kill "$v6pid" 2>/dev/null
+  wait "$v6pid" 2>/dev/null
+else
+  echo "skip: no IPv6 loopback"
 fi
 finish
