@@ -10,6 +10,7 @@
 
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
+#include "util/cpu_budget.h"
 #include "util/huge_pages.h"
 
 namespace kvserve {
@@ -164,7 +165,7 @@ void Model::repack_weights() {
     }
   };
   std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) helpers.emplace_back(work);
+  for (int t = 1; t < usable_cpus(); ++t) helpers.emplace_back(work);
   work();
   for (std::thread& t : helpers) t.join();
 }

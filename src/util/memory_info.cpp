@@ -3,27 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "util/cgroup.h"
 #include "util/units.h"
 
 namespace kvserve {
 namespace {
-
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string join(const std::string& root, const std::string& path) {
-  if (root.empty() || root == "/") return path;
-  return (root.back() == '/' ? root.substr(0, root.size() - 1) : root) + path;
-}
 
 // A limit file's value: a number of bytes, or nullopt for "max" and v1's "unlimited" (a value
 // near 2^63 rounded to pages).
@@ -45,37 +32,6 @@ uint64_t stat_value(const std::string& stat, const std::string& key) {
   return 0;
 }
 
-// The directory and its ancestors up to the mount point, deepest first: "/a/b" -> a/b, a, "".
-std::vector<std::string> levels(const std::string& cgroup_path) {
-  std::vector<std::string> out;
-  std::string p = cgroup_path;
-  while (!p.empty() && p.back() == '/') p.pop_back();
-  for (;;) {
-    out.push_back(p);
-    if (p.empty()) break;
-    const size_t slash = p.rfind('/');
-    p = slash == std::string::npos ? std::string() : p.substr(0, slash);
-  }
-  return out;
-}
-
-// One hierarchy: the tightest level's limit and what is left under it.
-void scan(const std::string& mount, const std::string& path, const char* limit_file, const char* usage_file,
-          const char* inactive_key, std::optional<CgroupMemory>* best) {
-  for (const std::string& level : levels(path)) {
-    const std::string dir = mount + level;
-    auto limit_text = read_text(dir + "/" + limit_file);
-    if (!limit_text) continue;
-    auto limit = parse_limit(*limit_text);
-    if (!limit) continue;
-    uint64_t used = 0;
-    if (auto u = read_text(dir + "/" + usage_file)) used = std::strtoull(u->c_str(), nullptr, 10);
-    if (auto stat = read_text(dir + "/memory.stat")) used -= std::min(used, stat_value(*stat, inactive_key));
-    const CgroupMemory here{*limit, *limit - std::min(*limit, used)};
-    if (!*best || here.left < (*best)->left) *best = here;
-  }
-}
-
 }  // namespace
 
 std::optional<uint64_t> parse_meminfo_available(const std::string& meminfo) {
@@ -91,27 +47,20 @@ std::optional<uint64_t> parse_meminfo_available(const std::string& meminfo) {
 }
 
 std::optional<CgroupMemory> cgroup_memory(const MemorySources& src) {
-  auto self = read_text(join(src.root, "/proc/self/cgroup"));
-  if (!self) return std::nullopt;
+  // The tightest level's limit, and what is left under it.
   std::optional<CgroupMemory> best;
-  std::istringstream in(*self);
-  std::string line;
-  while (std::getline(in, line)) {
-    // "0::/path" (v2) or "4:memory:/path" (v1; the controller list may name several).
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
-      scan(join(src.root, "/sys/fs/cgroup"), path, "memory.max", "memory.current", "inactive_file", &best);
-    } else {
-      std::istringstream cs(controllers);
-      std::string c;
-      bool memory = false;
-      while (std::getline(cs, c, ',')) memory = memory || c == "memory";
-      if (memory)
-        scan(join(src.root, "/sys/fs/cgroup/memory"), path, "memory.limit_in_bytes", "memory.usage_in_bytes",
-             "total_inactive_file", &best);
-    }
+  for (const CgroupDir& dir : cgroup_dirs(src.root, "memory")) {
+    auto limit_text = read_text_file(dir.path + (dir.v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+    if (!limit_text) continue;
+    auto limit = parse_limit(*limit_text);
+    if (!limit) continue;
+    uint64_t used = 0;
+    if (auto u = read_text_file(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes")))
+      used = std::strtoull(u->c_str(), nullptr, 10);
+    if (auto stat = read_text_file(dir.path + "/memory.stat"))
+      used -= std::min(used, stat_value(*stat, dir.v2 ? "inactive_file" : "total_inactive_file"));
+    const CgroupMemory here{*limit, *limit - std::min(*limit, used)};
+    if (!best || here.left < best->left) best = here;
   }
   return best;
 }
@@ -124,7 +73,7 @@ uint64_t memory_limit_bytes(const MemorySources& src) {
 
 uint64_t available_memory_bytes(const MemorySources& src) {
   uint64_t avail = 0;
-  if (auto text = read_text(join(src.root, "/proc/meminfo")))
+  if (auto text = read_text_file(join_root(src.root, "/proc/meminfo")))
     if (auto a = parse_meminfo_available(*text)) avail = *a;
   if (avail == 0) avail = physical_memory_bytes();
   if (avail == 0) avail = UINT64_MAX;  // nothing readable: no bound known

@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #endif
 
+#include "util/cpu_budget.h"
+
 namespace kvserve {
 
 namespace {
@@ -47,10 +49,7 @@ inline uint32_t segment_end(uint64_t w) { return uint32_t(w); }
 
 }  // namespace
 
-int ThreadPool::default_threads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : int(n);
-}
+int ThreadPool::default_threads() { return usable_cpus(); }
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(num_threads > 0 ? num_threads : default_threads()),

@@ -68,6 +68,7 @@ class ThreadPool {
     return thread * per + std::min<int64_t>(thread, rem);
   }
 
+  // One per CPU this process may use (util/cpu_budget.h: affinity mask, cgroup CPU limit).
   static int default_threads();
 
  private:

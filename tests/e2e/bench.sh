@@ -53,6 +53,12 @@ for f in "machine:" "kernels:" "weights read per token:" "prefill 32" "decode ba
   check "table has '$f'" grep -q "$f" "$TMP/table"
 done
 check "cache-compare has a 128 row" grep -qE '^ +128 ' "$TMP/table"
+# The default thread count follows the CPUs this process may use (affinity, cgroup quota), not the
+# machine's: one CPU allowed, one pool thread.
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+  taskset -c 0 "$KVSERVE" bench -m "$STORIES" --prompt 8 --gen 2 --batch 1 --repeat 1 --no-bandwidth >"$TMP/one_cpu" 2>/dev/null
+  check "under taskset -c 0 the default is one thread" grep -q '| 1 threads |' "$TMP/one_cpu"
+fi
 for bad in "--batch 0" "--batch 1,x" "--prompt -1" "--prompt 0" "--gen 0" "--repeat 0" "--kv-type q9"; do
   # shellcheck disable=SC2086
   "$KVSERVE" bench -m "$STORIES" --no-bandwidth --repeat 1 $bad >/dev/null 2>&1

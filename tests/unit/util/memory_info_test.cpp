@@ -2,37 +2,18 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "fake_root.h"
 #include "util/units.h"
 
 namespace kvserve {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A fake root with the /proc and /sys files memory_info reads.
-class FakeRoot {
+// The fake "/" of one test, with the sources that read it.
+class FakeRoot : public testing::FakeRoot {
  public:
-  FakeRoot() {
-    dir_ = fs::temp_directory_path() /
-           ("kvs_meminfo_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~FakeRoot() { fs::remove_all(dir_); }
-  void write(const std::string& path, const std::string& text) {
-    const fs::path p = dir_ / path.substr(1);
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-  MemorySources sources() const { return MemorySources{dir_.string()}; }
-
- private:
-  fs::path dir_;
+  MemorySources sources() const { return MemorySources{path()}; }
 };
 
 TEST(MemoryInfo, ParsesMemAvailable) {
