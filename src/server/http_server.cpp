@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>  // sigabbrev_np
 #include <ctime>
 #include <memory>
 #include <thread>
@@ -387,11 +388,7 @@ int run_server(const ServerConfig& cfg) {
     idle_trim.tick(st->in_flight.load() == 0, st->responses.load(std::memory_order_relaxed));
     int sig = sigtimedwait(&sigs, nullptr, &tick);
     if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-      KVS_INFO(std::string("received ") +
-               (sig == SIGTERM  ? "SIGTERM"
-                : sig == SIGINT ? "SIGINT"
-                                : "SIGHUP") +
-               ", draining");
+      KVS_INFO(std::string("received SIG") + sigabbrev_np(sig) + ", draining");
       break;
     }
     if (load_state.load() == -1) {
