@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -30,10 +31,33 @@ using Bytes = std::vector<uint8_t>;
 inline std::string shared_dir() { return KVS_SHARED_DIR; }
 inline std::string models_dir() { return shared_dir() + "/models"; }
 
-// A per-test file path under the gtest temp dir, so messages can be checked for the path.
+// The paths temp_path handed out during the running test.
+inline std::vector<std::string>& temp_paths_of_this_test() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+// Removes them when the test ends, passed or failed: a run leaves nothing in the temp dir (the
+// failure messages name the paths, and rerunning one test recreates its files).
+class RemoveTempFiles : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    for (const std::string& p : temp_paths_of_this_test()) std::remove(p.c_str());
+    temp_paths_of_this_test().clear();
+  }
+};
+// Registered once per test binary, before gtest_main runs the tests (listeners take ownership).
+inline const bool kRemoveTempFilesRegistered = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new RemoveTempFiles);
+  return true;
+}();
+
+// A per-test file path under the gtest temp dir, so messages can be checked for the path;
+// removed when the test ends.
 inline std::string temp_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "kvs_gguf_" + info->test_suite_name() + "_" + info->name() + "_" + name;
+  std::string path =
+      ::testing::TempDir() + "kvs_gguf_" + info->test_suite_name() + "_" + info->name() + "_" + name;
+  temp_paths_of_this_test().push_back(path);
+  return path;
 }
 
 inline void write_bytes(const std::string& path, const uint8_t* data, size_t n) {
