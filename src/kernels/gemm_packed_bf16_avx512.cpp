@@ -107,8 +107,8 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
 
 template <bool kSingleRowHints>
 PackedKernels bf16_pair_kernels() {
-  return PackedKernels{bf16_pair_group_bytes, bf16_pair_pack, bf16_pair_act_bytes, bf16_pair_pack_acts,
-                       gemm<kSingleRowHints>};
+  return PackedKernels{bf16_pair_group_bytes, bf16_pair_pack,        bf16_pair_act_bytes,
+                       bf16_pair_pack_acts,   gemm<kSingleRowHints>, nullptr};
 }
 
 }  // namespace

@@ -345,9 +345,16 @@ void pack_weight(const KernelTable& kernels, WeightMatrix* w, void* dst) {
 void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) {
   check_matrix(w);
   const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+  const PackedKernels* pk = w.packed != nullptr ? &w.packed_for->packed[int(w.type)] : nullptr;
+  const bool from_packed = pk != nullptr && pk->unpack_row != nullptr;
+  const size_t gb = from_packed ? pk->group_bytes(w.cols) : 0;
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= w.rows) fail("get_rows: id out of range", w);
-    dequantize_row(w.type, wdata + size_t(ids[i]) * w.row_bytes, out + i * w.cols, w.cols);
+    if (from_packed)
+      pk->unpack_row(static_cast<const uint8_t*>(w.packed) + size_t(ids[i] / kPackedRows) * gb, w.cols,
+                     int(ids[i] % kPackedRows), out + i * w.cols);
+    else
+      dequantize_row(w.type, wdata + size_t(ids[i]) * w.row_bytes, out + i * w.cols, w.cols);
   }
 }
 

@@ -35,7 +35,8 @@ struct WeightMatrix {
   size_t row_bytes;
   // Optional copy of the same matrix in a kernel table's packed layout (KernelTable::packed), set
   // by pack_weight; used only by matmuls running on that very table (packed_for), which then never
-  // read `data`. get_rows and every other table keep using `data`.
+  // read `data`, and by get_rows where the layout has a row reader (PackedKernels::unpack_row).
+  // Every other table keeps using `data`.
   const void* packed = nullptr;
   const KernelTable* packed_for = nullptr;
 };
@@ -90,7 +91,8 @@ struct NextWeightsHint {
   ThreadPool::WarmSpan operator()(int thread) const;
 };
 
-// Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n).
+// Embedding lookup: out[i][0..w.cols) = dequantized row ids[i] of w, for i in [0, n), read from
+// w.packed where its layout has a row reader (the same values), else from w.data.
 // Aborts on an id outside [0, w.rows).
 void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
 

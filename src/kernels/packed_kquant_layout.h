@@ -245,18 +245,23 @@ inline void low_bits_pack(const void* w, size_t row_bytes, int64_t rows, int64_t
 // The table entries of the k-quants with their GEMMs.
 template <typename B, auto Gemm>
 PackedKernels q4k_packed_kernels() {
-  return PackedKernels{kquant_group_bytes_of<kKSuperBytes<B>>, q4k_pack<B>, q4k_act_bytes, q4k_pack_acts, Gemm};
+  return PackedKernels{
+      kquant_group_bytes_of<kKSuperBytes<B>>, q4k_pack<B>, q4k_act_bytes, q4k_pack_acts, Gemm, nullptr};
 }
 
 template <auto Gemm>
 PackedKernels q6k_packed_kernels() {
-  return PackedKernels{kquant_group_bytes_of<kQ6SuperBytes>, q6k_pack, q6k_act_bytes, chunk_pack_acts<32>, Gemm};
+  return PackedKernels{
+      kquant_group_bytes_of<kQ6SuperBytes>, q6k_pack, q6k_act_bytes, chunk_pack_acts<32>, Gemm, nullptr};
 }
 
 template <typename B, auto Gemm>
 PackedKernels low_bits_packed_kernels() {
-  return PackedKernels{kquant_group_bytes_of<kLowSuperBytes<B>>, low_bits_pack<B>, q6k_act_bytes,
-                       chunk_pack_acts<kThirdBit<B> ? 4 : 1>, Gemm};
+  return PackedKernels{kquant_group_bytes_of<kLowSuperBytes<B>>,
+                       low_bits_pack<B>,
+                       q6k_act_bytes,
+                       chunk_pack_acts < kThirdBit<B> ? 4 : 1 >
+                       , Gemm, nullptr};
 }
 
 }  // namespace

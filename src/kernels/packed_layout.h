@@ -36,6 +36,7 @@
 
 #include "kernels/vec_dot.h"
 #include "tensor/block_formats.h"
+#include "util/half.h"
 
 namespace kvserve {
 namespace {
@@ -112,6 +113,7 @@ struct PackQ8_0 {
   static constexpr bool kPaired = true;
   static uint8_t code(const Block& b, int e) { return uint8_t(b.qs[e]) ^ 0x80; }
   static void store(uint8_t* codes, uint8_t*, int j, int byte, uint8_t c) { codes[64 * j + byte] = c; }
+  static uint8_t load(const uint8_t* codes, const uint8_t*, int j, int byte) { return codes[64 * j + byte]; }
 };
 
 // Q4_0: code vectors 2i and 2i+1 share 64 bytes as low and high nibbles (256 bytes), code = q + 8
@@ -124,6 +126,9 @@ struct PackQ4_0 {
   static uint8_t code(const Block& b, int e) { return e < 16 ? (b.qs[e] & 0x0F) : (b.qs[e - 16] >> 4); }
   static void store(uint8_t* codes, uint8_t*, int j, int byte, uint8_t c) {
     codes[64 * (j / 2) + byte] |= uint8_t(c << (4 * (j % 2)));
+  }
+  static uint8_t load(const uint8_t* codes, const uint8_t*, int j, int byte) {
+    return uint8_t((codes[64 * (j / 2) + byte] >> (4 * (j % 2))) & 0x0F);
   }
 };
 
@@ -142,6 +147,9 @@ struct PackQ5_0 {
   static void store(uint8_t* codes, uint8_t* high, int j, int byte, uint8_t c) {
     PackQ4_0::store(codes, nullptr, j, byte, uint8_t(c & 0x0F));
     if (c & 0x10) high[byte] |= uint8_t(1u << j);
+  }
+  static uint8_t load(const uint8_t* codes, const uint8_t* high, int j, int byte) {
+    return uint8_t(PackQ4_0::load(codes, nullptr, j, byte) | (((high[byte] >> j) & 1) << 4));
   }
 };
 
@@ -211,6 +219,23 @@ inline void pack_rows(const void* w, size_t row_bytes, int64_t rows, int64_t col
             F::store(L::codes(group, nb, b), L::high(group, nb, b), e / 4, 4 * r + e % 4, F::code(src[b], e));
         }
       });
+}
+
+// Row r of a packed group back to f32: d * (code - bias), the arithmetic of dequantize_row.
+template <typename F>
+inline void unpack_row(const void* group_bytes, int64_t cols, int r, float* out) {
+  using L = GroupLayout<F>;
+  const auto* group = static_cast<const uint8_t*>(group_bytes);
+  const int64_t nb = cols / kQK;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint16_t h;
+    std::memcpy(&h, L::scales(group, nb, b) + 2 * size_t(r), 2);
+    const float d = f16_to_f32(h);
+    const uint8_t* codes = L::codes(group, nb, b);
+    const uint8_t* high = L::high(group, nb, b);
+    for (int e = 0; e < kQK; ++e)
+      out[b * kQK + e] = d * float(int(F::load(codes, high, e / 4, 4 * r + e % 4)) - F::kBias);
+  }
 }
 
 // ---- activations ----
@@ -305,7 +330,7 @@ inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64
 // The table entry of a legacy quant format F with its GEMM.
 template <typename F, auto Gemm>
 PackedKernels legacy_packed_kernels() {
-  return PackedKernels{packed_group_bytes<F>, pack_rows<F>, q8_act_bytes, q8_pack_acts, Gemm};
+  return PackedKernels{packed_group_bytes<F>, pack_rows<F>, q8_act_bytes, q8_pack_acts, Gemm, unpack_row<F>};
 }
 
 // ---- F16 / F32 ----
@@ -329,6 +354,14 @@ inline void float_pack(const void* w, size_t row_bytes, int64_t rows, int64_t co
                            for (int64_t c = 0; c < cols; ++c) cells[size_t(c) * kRows + size_t(r)] = src[c];
                          });
 }
+
+// Row r of a packed F32 / F16 / BF16 group back to f32 (as dequantize_row widens each element).
+template <typename E, float (*kWiden)(E)>
+inline void float_unpack_row(const void* group, int64_t cols, int r, float* out) {
+  const auto* cells = static_cast<const E*>(group);
+  for (int64_t c = 0; c < cols; ++c) out[c] = kWiden(cells[size_t(c) * kRows + size_t(r)]);
+}
+inline float widen_f32(float v) { return v; }
 
 // f32 activation rows. float_pack_acts is never called: F16/F32 weights take f32 activations,
 // which matmul passes in place.
@@ -363,15 +396,27 @@ inline void for_each_float_tile(const void* x, size_t x_stride, int64_t nx, floa
   });
 }
 
+// E: float (F32 weights) or uint16_t (F16).
 template <typename E, auto Gemm>
 PackedKernels float_packed_kernels() {
-  return PackedKernels{float_group_bytes<E>, float_pack<E>, float_act_bytes, float_pack_acts, Gemm};
+  constexpr float (*widen)(E) = [] {
+    if constexpr (std::is_same_v<E, float>)
+      return widen_f32;
+    else
+      return f16_to_f32;
+  }();
+  return PackedKernels{float_group_bytes<E>, float_pack<E>, float_act_bytes,
+                       float_pack_acts,      Gemm,          float_unpack_row<E, widen>};
 }
 
 template <auto Gemm>
 PackedKernels bf16_packed_kernels() {
-  return PackedKernels{float_group_bytes<uint16_t>, float_pack<uint16_t>, float_act_bytes, bf16_pack_acts,
-                       Gemm};
+  return PackedKernels{float_group_bytes<uint16_t>,
+                       float_pack<uint16_t>,
+                       float_act_bytes,
+                       bf16_pack_acts,
+                       Gemm,
+                       float_unpack_row<uint16_t, bf16_to_f32>};
 }
 
 }  // namespace

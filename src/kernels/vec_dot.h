@@ -67,6 +67,11 @@ struct PackedKernels {
   // depend neither on the batch nor on the thread split.
   void (*gemm)(int64_t cols, const void* w, size_t group_bytes, int64_t ng, const void* x, size_t x_stride,
                int64_t nx, float* y, size_t y_stride);
+  // Row r (0 .. kPackedRows - 1) of the packed group at `group` as f32, bit for bit what
+  // dequantize_row gives for that row in the file: get_rows reads a tied embedding's rows from the
+  // output matrix's packed copy, which every decode step streams, instead of a copy of its own.
+  // Null where the layout has no row reader (the k-quants, the AVX-512 BF16 pairs).
+  void (*unpack_row)(const void* group, int64_t cols, int r, float* out);
 };
 
 // Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit

@@ -174,8 +174,19 @@ void Model::copy_file_views() {
   const KernelTable& k = active_kernels();
   // What the forward pass still reads through `data`: the embedding rows (get_rows), and every
   // matrix without a packed copy for the table it runs on.
-  std::vector<WeightMatrix*> views{&w_.tok_embd};
   const auto unpacked = [&](const WeightMatrix& m) { return m.packed == nullptr || m.packed_for != &k; };
+  std::vector<WeightMatrix*> views;
+  // A tied embedding whose output copy is packed in a layout get_rows can read takes its rows from
+  // there (PackedKernels::unpack_row): no second copy in memory, and rows from a matrix every
+  // decode step streams. A copy of its own is touched only by the tokens looked up; on a VM
+  // (the Intel Xeon one of docs/benchmarks.md) the host reclaimed such cold pages within seconds
+  // and each lookup that met one stalled 100-200 us (smollm-135m batch 8: ~0.4 ms a step).
+  if (w_.tied_output && !unpacked(w_.output) && k.packed[int(w_.output.type)].unpack_row != nullptr) {
+    w_.tok_embd.packed = w_.output.packed;
+    w_.tok_embd.packed_for = &k;
+  } else {
+    views.push_back(&w_.tok_embd);
+  }
   if (!w_.tied_output && unpacked(w_.output)) views.push_back(&w_.output);
   for (LayerWeights& L : w_.layers)
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})

@@ -56,7 +56,8 @@ class Model {
   size_t weight_bytes() const;
   // Bytes of the repacked weight copies (0 when nothing was repacked).
   size_t packed_bytes() const { return packed_bytes_; }
-  // Bytes of the file-layout weights copied out of the file (the embedding, unpacked matrices).
+  // Bytes of the file-layout weights copied out of the file (the embedding, unless tied to an
+  // output matrix whose packed copy get_rows reads; unpacked matrices).
   size_t copied_bytes() const { return owned_bytes_; }
 
  private:

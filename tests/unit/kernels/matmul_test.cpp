@@ -551,5 +551,36 @@ TEST(GetRows, DequantizesSelectedRows) {
   }
 }
 
+// get_rows on a packed matrix whose layout has a row reader reads its rows from the packed copy
+// (the file bytes are clobbered to prove it) and gives exactly dequantize_row's values; the legacy
+// quants and the float types have one on every table that packs them.
+TEST(GetRows, ReadsPackedRowsBitForBit) {
+  std::set<GgmlType> read_packed;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    for (GgmlType t : kWeightTypes) {
+      for (int64_t cols : {96, 576}) {
+        auto w = make_weights(t, 48, cols, 7u + uint32_t(t));
+        PackedCase pc;
+        if (!pack_for(k, w.matrix, &pc) || k.packed[int(t)].unpack_row == nullptr) continue;
+        read_packed.insert(t);
+        const int32_t ids[6] = {0, 15, 16, 47, 31, 16};
+        std::vector<float> want(size_t(6 * cols)), got(size_t(6 * cols));
+        get_rows(w.matrix, ids, 6, want.data());
+        std::vector<uint8_t> clobbered(w.matrix.row_bytes * 48, 0xFF);  // f16 0xFFFF is a NaN scale
+        pc.w.data = clobbered.data();
+        get_rows(pc.w, ids, 6, got.data());
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << k.name << " " << ggml_type_name(t) << " cols " << cols;
+      }
+    }
+  }
+  if (isa_supported(Isa::kAvx2)) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::F16, GgmlType::F32})
+      EXPECT_TRUE(read_packed.count(t)) << ggml_type_name(t);
+  }
+}
+
 }  // namespace
 }  // namespace kvserve
