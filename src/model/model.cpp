@@ -193,8 +193,15 @@ void Model::copy_file_views() {
       if (unpacked(*m)) views.push_back(m);
   size_t total = 0;
   for (const WeightMatrix* m : views) total += round_up(m->row_bytes * size_t(m->rows), 64);
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, round_up(total, 64)));
+  if (total == 0) return;
+  // On huge pages when that big, as the packed copy: besides the TLB, on the Intel Xeon VM a 4 KiB
+  // page left untouched for a fraction of a second cost 10-50 us on its next touch (the host's
+  // doing; no guest fault), and an embedding's rows are touched only when their tokens come up
+  // (docs/benchmarks.md, "Embedding rows from the packed output").
+  const size_t align = huge_page_alignment(total, 64);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(align, round_up_to(total, align)));
   if (buf == nullptr) return;  // not fatal: the file's pages serve, as long as the file stays as it is
+  advise_huge_pages(buf, round_up_to(total, align), align);
   owned_.reset(buf);
   owned_bytes_ = total;
   for (WeightMatrix* m : views) {
