@@ -257,11 +257,13 @@ PackedKernels q6k_packed_kernels() {
 
 template <typename B, auto Gemm>
 PackedKernels low_bits_packed_kernels() {
+  constexpr int kChunk = kThirdBit<B> ? 4 : 1;
   return PackedKernels{kquant_group_bytes_of<kLowSuperBytes<B>>,
                        low_bits_pack<B>,
                        q6k_act_bytes,
-                       chunk_pack_acts < kThirdBit<B> ? 4 : 1 >
-                       , Gemm, nullptr};
+                       chunk_pack_acts<kChunk>,
+                       Gemm,
+                       nullptr};
 }
 
 }  // namespace

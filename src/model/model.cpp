@@ -178,9 +178,9 @@ void Model::copy_file_views() {
   std::vector<WeightMatrix*> views;
   // A tied embedding whose output copy is packed in a layout get_rows can read takes its rows from
   // there (PackedKernels::unpack_row): no second copy in memory, and rows from a matrix every
-  // decode step streams. A copy of its own is touched only by the tokens looked up; on a VM
-  // (the Intel Xeon one of docs/benchmarks.md) the host reclaimed such cold pages within seconds
-  // and each lookup that met one stalled 100-200 us (smollm-135m batch 8: ~0.4 ms a step).
+  // decode step streams. A copy of its own is touched only by the tokens looked up: on the Intel
+  // Xeon VM of docs/benchmarks.md, in 4 KiB pages, a lookup stalled 100-200 us about every other
+  // time (smollm-135m batch 8: ~0.4 ms a step).
   if (w_.tied_output && !unpacked(w_.output) && k.packed[int(w_.output.type)].unpack_row != nullptr) {
     w_.tok_embd.packed = w_.output.packed;
     w_.tok_embd.packed_for = &k;
