@@ -184,6 +184,8 @@ void Model::copy_file_views() {
   if (w_.tied_output && !unpacked(w_.output) && k.packed[int(w_.output.type)].unpack_row != nullptr) {
     w_.tok_embd.packed = w_.output.packed;
     w_.tok_embd.packed_for = &k;
+    // Packing read these file pages and kept them (tied: the embedding was still to come).
+    release_file_pages(w_.tok_embd.data, w_.tok_embd.row_bytes * size_t(w_.tok_embd.rows));
   } else {
     views.push_back(&w_.tok_embd);
   }
