@@ -116,14 +116,12 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& path) {
 
 namespace {
 
-size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
 // Drops this process's mapping of the whole pages inside [p, p + n) of the read-only file mapping
 // (they are read again from the file should anything touch them): the packed copy replaces them,
 // and without this both would count in the resident set.
 void release_file_pages(const void* p, size_t n) {
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const auto begin = round_up(reinterpret_cast<uintptr_t>(p), page);
+  const auto begin = round_up_to(reinterpret_cast<uintptr_t>(p), page);
   const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
   if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
@@ -137,7 +135,7 @@ void Model::repack_weights() {
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ms.push_back(m);
   ms.push_back(&w_.output);
   size_t total = 0;
-  for (const WeightMatrix* m : ms) total += round_up(packed_weight_bytes(k, *m), 64);
+  for (const WeightMatrix* m : ms) total += round_up_to(packed_weight_bytes(k, *m), 64);
   if (total == 0) return;
   // On huge pages when that big (util/huge_pages.h): the GEMM streams these bytes every decode step.
   const size_t align = huge_page_alignment(total, 64);
@@ -153,7 +151,7 @@ void Model::repack_weights() {
     const size_t bytes = packed_weight_bytes(k, *ms[i]);
     if (bytes == 0) continue;
     dst[i] = buf;
-    buf += round_up(bytes, 64);
+    buf += round_up_to(bytes, 64);
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
@@ -194,7 +192,7 @@ void Model::copy_file_views() {
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       if (unpacked(*m)) views.push_back(m);
   size_t total = 0;
-  for (const WeightMatrix* m : views) total += round_up(m->row_bytes * size_t(m->rows), 64);
+  for (const WeightMatrix* m : views) total += round_up_to(m->row_bytes * size_t(m->rows), 64);
   if (total == 0) return;
   // On huge pages when that big, as the packed copy: besides the TLB, on the Intel Xeon VM a 4 KiB
   // page left untouched for a fraction of a second cost 10-50 us on its next touch (the host's
@@ -211,7 +209,7 @@ void Model::copy_file_views() {
     std::memcpy(buf, m->data, bytes);
     release_file_pages(m->data, bytes);
     m->data = buf;
-    buf += round_up(bytes, 64);
+    buf += round_up_to(bytes, 64);
   }
   if (w_.tied_output) w_.output.data = w_.tok_embd.data;  // the same rows; its packed copy is unchanged
 }
