@@ -295,15 +295,22 @@ bool attention_rounds_query(KvElem k_type, int head_dim) {
   return detail::integer_scores(k_type, head_dim);
 }
 
-void attention_round_query(const float* q, int n, float* out) {
+bool attention_rounds_query_8bit(const PagedKvView& kv) {
+  return kv.tiled && kv.k_type == KvElem::Q8_0 && kv.head_dim == kKvTiledKernelHeadDim &&
+         attention_isa() == Isa::kAvx512 &&
+         kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size);
+}
+
+void attention_round_query(const float* q, int n, float* out, int code_max) {
+  const float levels = float(code_max);
   for (int b = 0; b < n; b += 32) {
     const int len = std::min(32, n - b);
     float amax = 0;
     for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(q[b + i]));
     // The kernel's float steps: d and 1/d each rounded once, x / d rounded to nearest even.
-    const float d = amax / 32767.0f, id = amax > 0 ? 32767.0f / amax : 0.0f;
+    const float d = amax / levels, id = amax > 0 ? levels / amax : 0.0f;
     for (int i = 0; i < len; ++i)
-      out[b + i] = std::clamp(std::nearbyint(q[b + i] * id), -32768.0f, 32767.0f) * d;
+      out[b + i] = std::clamp(std::nearbyint(q[b + i] * id), -levels - 1.0f, levels) * d;
   }
 }
 

@@ -120,11 +120,18 @@ Isa attention_isa();
 // integer dot products of K's codes with the query rounded per 32 values to 16-bit integers:
 // exactly the scores of the query attention_round_query gives (V and the softmax are unchanged).
 // The rounding moves each query value by at most 2^-16 of its group's largest magnitude (an f16
-// K row rounds each value by up to 2^-11 of itself).
+// K row rounds each value by up to 2^-11 of itself). The tiled AVX-512 kernel on a q8_0 K plane
+// rounds to 8 bits instead (attention_rounds_query_8bit).
 bool attention_rounds_query(KvElem k_type, int head_dim);
+// Whether attention over `kv` takes the tiled AVX-512 kernel with a q8_0 K plane (tiled view,
+// head_dim 64, attention_isa() kAvx512): its scores are integer dot products (vpdpbusd) of K's
+// codes with the query rounded per 32 values to 8-bit integers (attention_round_query with
+// code_max 127, as GGUF engines round activations for q8_0 dot products: each value moves by at
+// most 2^-8 of its group's largest magnitude), and its V weights are 8-bit too (kv_tiles.h).
+bool attention_rounds_query_8bit(const PagedKvView& kv);
 // out[0..n) = q rounded as above: per group of 32 values (the last may be short), d = max |q| /
-// 32767 and each value round-to-nearest-even(q / d) * d, with the kernel's f32 steps.
-void attention_round_query(const float* q, int n, float* out);
+// code_max and each value round-to-nearest-even(q / d) * d, with the kernel's f32 steps.
+void attention_round_query(const float* q, int n, float* out, int code_max = 32767);
 // Tests only: pin the path (kAvx2, or kAvx512 where the CPU has it; kScalar unpins). Not for use
 // while other threads run attention.
 void attention_pin_isa(Isa isa);

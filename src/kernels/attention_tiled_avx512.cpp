@@ -5,21 +5,32 @@
 // row's scales, and V needs each row dequantized to floats and 4 FMAs per query head: ~78
 // instructions per (position, KV head) pair with 3 query heads, head_dim 64 (docs/benchmarks.md).
 // In a tile the 16 positions lie in the lanes:
-//   scores: per pair of dims one widening load of the 16 slots' codes and one vpdpwssd per query
-//     head against that query pair (16-bit codes, the rounding of attention_round_query) as an
-//     embedded broadcast: 16 dot products in one register, no reduction; the 16 scales are one
-//     load, applied per 32-value group after the integer sums;
-//   V: e^(score - m) times the slot's V scale over the tile's largest such product, rounded to 16
+//   scores, q8_0 K: per quad of dims one 64-byte load of the 16 slots' codes (stored + 128, so
+//     unsigned) and one vpdpbusd per query head against that query quad (8-bit codes, the
+//     rounding of attention_round_query with code_max 127) as an embedded broadcast: 16 dot
+//     products in one register, no reduction, the +128 taken off once per query group (the sums
+//     start at -128 times the group's query codes' sum); q4_0 K: per pair of dims one widening
+//     load and one vpdpwssd per query head against the query pair (16-bit codes); the 16 scales
+//     are one load, applied per 32-value group after the integer sums;
+//   V: e^(score - m) times the slot's V scale over the span's largest such product, rounded to 16
 //     bits, then per pair of slots one widening load of 16 dims x 2 slots and one vpdpwssd per
-//     query head against that weight pair: the tile's integer sums (exact in int32:
-//     16 * 32767 * 127 < 2^31) take the tile's scale once, in f32.
+//     query head against that weight pair: the span's integer sums (exact in int32: 64 * 32767 *
+//     127 < 2^31) take the span's scale once, in f32. (8-bit weights with vpdpbusd were tried:
+//     ~100x the output error, rms 1.5e-3 against 1.3e-5 in attention_tiled_test.)
 // q4_0 planes: one widening load gives two dim pairs (K) or two 16-dim chunks (V), its low
 // nibbles and its high ones (an AND and a shift); the codes' +8 is taken off K's sums once per
 // query group (they start at -8 times the group's query codes' sum: exact in int32, |sum| <=
 // 32 * 32767 * 15 + 8 * 32 * 32768) and off V's codes before the products (a subtraction per
 // vector: cheaper than summing each tile's weights).
-// The V weights' rounding moves each term by at most 2^-16 of the tile's largest term's weight; the
-// scores are exactly those of the row kernels' integer path.
+// The V weights' rounding moves each term by at most 2^-16 of the span's largest term's weight;
+// the scores are exactly those of the rounded query's.
+//
+// Why 8 bits for q8_0 (2026-12-07, Intel Xeon VM): in the engine the kernel's arithmetic and its
+// K/V stream from memory add up rather than overlap (BM_decode_step_cold ~2x the time in L2), so
+// every instruction saved per pair shows; vpdpbusd does twice vpdpwssd's products and its loads
+// need no widening. With the prefetches spread over the work (below), one V scale per span and
+// a shorter exp, attention per decode step fell by a fifth (docs/benchmarks.md, "8-bit query
+// for the tiled q8_0 K").
 //
 // Per 64-position span (4 tiles) every KV head in turn (its tiles stay in L1 for the other heads),
 // each head's queries in subgroups of up to 4; the online-softmax state lives in the partial
@@ -31,6 +42,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention_avx512_common.h"
@@ -46,25 +58,47 @@ constexpr int kHd = kKvTiledKernelHeadDim;  // the head dim this kernel handles
 constexpr int kSpanTiles = 4;   // tiles per softmax update
 constexpr int kMaxG = 4;        // query heads per pass
 
-// One query head's 16-bit codes as (dim 2i, dim 2i + 1) pairs, its two group scales, and per
-// group -8 times the group's codes' sum (the start of q4_0 K's integer sums).
+// One query head rounded for the K plane's type. q4_0 K (PairQuery): its 16-bit codes as (dim 2i,
+// dim 2i + 1) pairs, its two group scales, and per group -8 times the group's codes' sum (the
+// start of the integer sums). q8_0 K (QuadQuery): its 8-bit codes as quads (dims 4i .. 4i + 3),
+// its group scales, and per group -128 times the codes' sum (the stored K codes carry +128).
 struct alignas(64) PairQuery {
   int32_t pair[kHd / 2];
   float d[kHd / 32];
-  int32_t bias8[kHd / 32];
+  int32_t bias[kHd / 32];
 };
+struct alignas(64) QuadQuery {
+  int32_t quad[kHd / 4];
+  float d[kHd / 32];
+  int32_t bias[kHd / 32];
+};
+template <bool Q4>
+using QueryCodes = std::conditional_t<Q4, PairQuery, QuadQuery>;
 
-// attention_round_query's rounding: per 32 values d = max |q| / 32767, codes q / d to nearest even.
+// attention_round_query's rounding: per 32 values d = max |q| / 32767 (PairQuery) or / 127
+// (QuadQuery), codes q / d to nearest even.
 void round_query(const float* q, PairQuery* out) {
   for (int g = 0; g < kHd / 32; ++g) {
-    // 32 int16 codes in dim order = 16 (even, odd) pairs.
-    __m256i lo, hi;
+    __m256i lo, hi;  // 32 int16 codes in dim order = 16 (even, odd) pairs
     out->d[g] = round_query_group(q + 32 * g, &lo, &hi);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g), lo);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out->pair + 16 * g + 8), hi);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m512i sums = _mm512_cvtepi32_epi64(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)));
-    out->bias8[g] = int32_t(-8 * _mm512_reduce_add_epi64(sums));
+    out->bias[g] = int32_t(-8 * _mm512_reduce_add_epi64(sums));
+  }
+}
+void round_query(const float* q, QuadQuery* out) {
+  for (int g = 0; g < kHd / 32; ++g) {
+    const __m512 a = _mm512_loadu_ps(q + 32 * g), b = _mm512_loadu_ps(q + 32 * g + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    const __m512i ca = _mm512_cvtps_epi32(_mm512_mul_ps(a, id)),
+                  cb = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
+    _mm_store_si128(reinterpret_cast<__m128i*>(out->quad + 8 * g), _mm512_cvtsepi32_epi8(ca));
+    _mm_store_si128(reinterpret_cast<__m128i*>(out->quad + 8 * g + 4), _mm512_cvtsepi32_epi8(cb));
+    out->d[g] = amax / 127.0f;
+    out->bias[g] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(ca, cb));
   }
 }
 
@@ -101,16 +135,27 @@ inline void dot_pairs(__m512i& acc, __m512i a, const int32_t* p) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
 }
 
+// acc += the unsigned byte quads of a times the signed byte quad at p broadcast (vpdpbusd with an
+// embedded broadcast, as dot_pairs).
+inline void dot_quads(__m512i& acc, __m512i a, const int32_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+}
 // The tile's 16 unscaled scores for G query heads (K tile-head kt, q4_0 when Q4 else q8_0).
 // (Both per-tile functions are forced inline: GCC otherwise calls them out of line, passing the
 // tile's vectors through memory, ~1.6x slower in L2.)
+// ahead (nullptr: none): a tile-head whose lines are hinted into L2 one per step of the loop, so
+// the hints spread over the work (a burst of 17 hints per tile was ~10% slower from memory:
+// the fill buffers they hold stall the loads behind them).
 template <int G, bool Q4>
-[[gnu::always_inline]] inline void tile_scores(const uint8_t* kt, const PairQuery* pq, __m512* out) {
-  // [32-value group][query head][two chains: even / odd dim pairs (q8_0), low / high nibbles (q4_0)]
+[[gnu::always_inline]] inline void tile_scores(const uint8_t* kt, const QueryCodes<Q4>* pq, __m512* out,
+                                               const uint8_t* ahead) {
+  constexpr int kLines = int(kTileHeadBytes<Q4> / 64);
+  int line = 0;
+  // [32-value group][query head][two chains: even / odd dim quads (q8_0), low / high nibbles (q4_0)]
   __m512i acc[2][G][2];
   for (int g = 0; g < 2; ++g)
     for (int h = 0; h < G; ++h) {
-      acc[g][h][0] = Q4 ? _mm512_set1_epi32(pq[h].bias8[g]) : _mm512_setzero_si512();
+      acc[g][h][0] = _mm512_set1_epi32(pq[h].bias[g]);
       acc[g][h][1] = _mm512_setzero_si512();
     }
   if constexpr (Q4) {
@@ -118,20 +163,23 @@ template <int G, bool Q4>
       for (int g = 0; g < 2; ++g) {
         __m512i lo, hi;  // dim pairs 16 g + i and 16 g + 8 + i
         nibbles16(kt + 32 * (8 * g + i), &lo, &hi);
+        if (ahead && line < kLines) prefetch_line<false>(ahead + 64 * line++);
         for (int h = 0; h < G; ++h) {
           dot_pairs(acc[g][h][0], lo, &pq[h].pair[16 * g + i]);
           dot_pairs(acc[g][h][1], hi, &pq[h].pair[16 * g + 8 + i]);
         }
       }
   } else {
-    for (int i2 = 0; i2 < 16; i2 += 2)
+    for (int i2 = 0; i2 < 8; i2 += 2)
       for (int u = 0; u < 2; ++u)
         for (int g = 0; g < 2; ++g) {
-          const int i = 16 * g + i2 + u;  // dim pair
-          const __m512i k = codes16(kt + 32 * i);
-          for (int h = 0; h < G; ++h) dot_pairs(acc[g][h][u], k, &pq[h].pair[i]);
+          const int i = 8 * g + i2 + u;  // dim quad
+          const __m512i k = _mm512_loadu_si512(kt + 64 * i);
+          if (ahead && line < kLines) prefetch_line<false>(ahead + 64 * line++);
+          for (int h = 0; h < G; ++h) dot_quads(acc[g][h][u], k, &pq[h].quad[i]);
         }
   }
+  for (; ahead && line < kLines; ++line) prefetch_line<false>(ahead + 64 * line);
   const uint8_t* scales = kt + kKvTile * kCodeBytes<Q4>;
   const __m512 d0 = f16x16(scales), d1 = f16x16(scales + 32);
   for (int h = 0; h < G; ++h) {
@@ -144,50 +192,83 @@ template <int G, bool Q4>
 
 // acc[h][0..64) += sum over the tile's slots of p[h][slot] * V (V tile-head vt, q4_0 when Q4
 // else q8_0); slots outside `valid` contribute nothing (their scales and codes may be anything).
+// acc[h][0..64) += sum over the span's n tiles and their slots of p[i][h][slot] * V (V
+// tile-heads vt[i], q4_0 when Q4 else q8_0); p is 0 in the slots outside each tile's `valid`
+// (their scales and codes may be anything: the scales are masked too). ahead[i]: tile-head to
+// hint into L2 while tile i is read (nullptr: none).
 template <int G, bool Q4>
-[[gnu::always_inline]] inline void tile_values(const uint8_t* vt, const __m512* p, __mmask16 valid, float* const* acc) {
-  __m512 d[2];
-  for (int g = 0; g < 2; ++g) d[g] = _mm512_maskz_mov_ps(valid, f16x16(vt + kKvTile * kCodeBytes<Q4> + 32 * g));
-  // w[h][g]: slot pairs (2j, 2j + 1) of p * d over the tile's largest such product for query
-  // head h and 32-value group g, as 16-bit pairs (|w| <= 32767): each term keeps 16 bits against
-  // the tile's largest term, however small the tile's weights are against the running maximum and
-  // wherever its largest weight and largest scale fall.
-  alignas(64) int32_t w[G][2][8];
+[[gnu::always_inline]] inline void span_values(const uint8_t* const* vt, const __m512 (*p)[G],
+                                               const __mmask16* valid, int n, float* const* acc,
+                                               const uint8_t* const* ahead) {
+  constexpr int kLines = int(kTileHeadBytes<Q4> / 64);
+  // pd[i][h][g] = p * d, d tile i's V scales of 32-value group g (q4_0 scales have either sign);
+  // w: pd over the span's largest |pd| for query head h and group g, rounded to 16-bit integers
+  // (slot pairs, |w| <= 32767): each term keeps 16 bits against the span's largest, however
+  // small the span's weights are against the running maximum. One scale per span lets the
+  // integer sums run over all its tiles (at most 64 * 32767 * 127 < 2^31).
+  constexpr float kLevels = 32767.0f;
+  __m512 pd[kSpanTiles][G][2];
+  __m512 mx[G][2];
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* scales = vt[i] + kKvTile * kCodeBytes<Q4>;
+    const __m512 d0 = _mm512_maskz_mov_ps(valid[i], f16x16(scales)),
+                 d1 = _mm512_maskz_mov_ps(valid[i], f16x16(scales + 32));
+    for (int h = 0; h < G; ++h) {
+      pd[i][h][0] = _mm512_mul_ps(p[i][h], d0);
+      pd[i][h][1] = _mm512_mul_ps(p[i][h], d1);
+      for (int g = 0; g < 2; ++g) {
+        const __m512 a = _mm512_abs_ps(pd[i][h][g]);
+        mx[h][g] = i == 0 ? a : _mm512_max_ps(mx[h][g], a);
+      }
+    }
+  }
   float wmax[G][2];
+  __m512 to_int[G][2];
   for (int h = 0; h < G; ++h)
     for (int g = 0; g < 2; ++g) {
-      const __m512 pd = _mm512_mul_ps(p[h], d[g]);
-      wmax[h][g] = _mm512_reduce_max_ps(_mm512_abs_ps(pd));
-      const __m512 pn = _mm512_mul_ps(pd, _mm512_set1_ps(wmax[h][g] > 0 ? 32767.0f / wmax[h][g] : 0.0f));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(w[h][g]), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(pn)));
+      wmax[h][g] = _mm512_reduce_max_ps(mx[h][g]);
+      to_int[h][g] = _mm512_set1_ps(wmax[h][g] > 0 ? kLevels / wmax[h][g] : 0.0f);
     }
   __m512i ia[G][4];  // [query head][16-dim chunk]
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_setzero_si512();
-  if constexpr (Q4) {
-    const __m512i eight = _mm512_set1_epi16(8);
-    for (int j = 0; j < 8; ++j)
+  for (int i = 0; i < n; ++i) {
+    alignas(64) int32_t w[G][2][8];
+    for (int h = 0; h < G; ++h)
       for (int g = 0; g < 2; ++g) {
-        __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
-        nibbles16(vt + 64 * j + 32 * g, &lo, &hi);
-        lo = _mm512_sub_epi16(lo, eight);
-        hi = _mm512_sub_epi16(hi, eight);
-        for (int h = 0; h < G; ++h) {
-          dot_pairs(ia[h][2 * g], lo, &w[h][g][j]);
-          dot_pairs(ia[h][2 * g + 1], hi, &w[h][g][j]);
+        const __m512i pn = _mm512_cvtps_epi32(_mm512_mul_ps(pd[i][h][g], to_int[h][g]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[h][g]), _mm512_cvtsepi32_epi16(pn));
+      }
+    const uint8_t* v0 = vt[i];
+    int line = 0;
+    if constexpr (Q4) {
+      const __m512i eight = _mm512_set1_epi16(8);
+      for (int j = 0; j < 8; ++j)
+        for (int g = 0; g < 2; ++g) {
+          __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
+          nibbles16(v0 + 64 * j + 32 * g, &lo, &hi);
+          if (ahead[i] && line < kLines) prefetch_line<false>(ahead[i] + 64 * line++);
+          lo = _mm512_sub_epi16(lo, eight);
+          hi = _mm512_sub_epi16(hi, eight);
+          for (int h = 0; h < G; ++h) {
+            dot_pairs(ia[h][2 * g], lo, &w[h][g][j]);
+            dot_pairs(ia[h][2 * g + 1], hi, &w[h][g][j]);
+          }
         }
-      }
-  } else {
-    for (int j = 0; j < 8; ++j)
-      for (int c = 0; c < 4; ++c) {
-        const __m512i v = codes16(vt + 128 * j + 32 * c);
-        for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
-      }
+    } else {
+      for (int j = 0; j < 8; ++j)
+        for (int c = 0; c < 4; ++c) {
+          const __m512i v = codes16(v0 + 128 * j + 32 * c);  // dims 16 c.. of slots 2 j, 2 j + 1
+          if (ahead[i] && (c & 1) == 0 && line < kLines) prefetch_line<false>(ahead[i] + 64 * line++);
+          for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
+        }
+    }
+    for (; ahead[i] && line < kLines; ++line) prefetch_line<false>(ahead[i] + 64 * line);
   }
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) {
       float* a = acc[h] + 16 * c;
-      const __m512 back = _mm512_set1_ps(wmax[h][c / 2] / 32767.0f);
+      const __m512 back = _mm512_set1_ps(wmax[h][c / 2] / kLevels);
       _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[h][c]), back, _mm512_loadu_ps(a)));
     }
 }
@@ -196,11 +277,14 @@ template <int G, bool Q4>
 // positions [16 t, 16 t + 16) of which [begin, end) count). State: m[G], s[G] (lane-wise sums,
 // [G][16]) and acc[G] rows of 64 floats.
 template <int G, bool K4, bool V4>
-void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end, int64_t hint_last, bool hint,
-               const PairQuery* pq, float scale, float* m, float* s, float* const* acc) {
+void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end,
+               int64_t hint_last, bool hint, const QueryCodes<K4>* pq, float scale, float* m, float* s,
+               float* const* acc) {
   const uint8_t* kt[kSpanTiles];
   const uint8_t* vt[kSpanTiles];
   __mmask16 valid[kSpanTiles];
+  const uint8_t* ka[kSpanTiles];  // the tile one span ahead (hinted spread over this one's work)
+  const uint8_t* va[kSpanTiles];
   __m512 sc[kSpanTiles][G];
   const __m512 sv = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int i = 0; i < n; ++i) {
@@ -209,22 +293,21 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     vt[i] = kv.v0 + tile_offset<V4>(kv, t, head);
     const int64_t lo = std::max<int64_t>(begin - 16 * t, 0), hi = std::min<int64_t>(end - 16 * t, 16);
     valid[i] = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-    // This head's K and V of the tile one span ahead, into L2 (prefetcht1): a few lines per tile,
-    // so the hints stay spread over the work. Measured on the Zen 5 VM (one thread, K/V from
-    // memory: 200-1000 copies of the cache cycled, 3 KV heads x 3 query heads, ns per
+    // This head's K and V of the tile one span ahead, into L2 (prefetcht1), one line per step of
+    // tile i's K loop (its V loop for V), so the hints stay spread over the work. Measured on the Zen 5 VM
+    // (one thread, K/V from memory: 200-1000 copies of the cache cycled, 3 KV heads x 3 query heads, ns per
     // (position, KV head)): L2 hints 10.2-13.3 against 11.6-15.7 with L1 hints (which the row
     // kernels use on this CPU, attention_impl.h); 1 or 3 tiles ahead, or a whole span's tiles
-    // hinted at once, no better.
+    // hinted at once, no better; on the Intel Xeon VM 2 or 4 tiles ahead alike, 8 or 12 worse.
+    ka[i] = va[i] = nullptr;
     if (hint) {
       const int64_t ta = t + kSpanTiles;
       if (ta <= hint_last) {
-        const uint8_t* ka = kv.k0 + tile_offset<K4>(kv, ta, head);
-        const uint8_t* va = kv.v0 + tile_offset<V4>(kv, ta, head);
-        for (size_t b = 0; b < kTileHeadBytes<K4>; b += 64) prefetch_line<false>(ka + b);
-        for (size_t b = 0; b < kTileHeadBytes<V4>; b += 64) prefetch_line<false>(va + b);
+        ka[i] = kv.k0 + tile_offset<K4>(kv, ta, head);
+        va[i] = kv.v0 + tile_offset<V4>(kv, ta, head);
       }
     }
-    tile_scores<G, K4>(kt[i], pq, sc[i]);
+    tile_scores<G, K4>(kt[i], pq, sc[i], ka[i]);
     for (int h = 0; h < G; ++h) sc[i][h] = _mm512_mask_mov_ps(neg_inf, valid[i], _mm512_mul_ps(sc[i][h], sv));
   }
   __m512 p[kSpanTiles][G];
@@ -238,7 +321,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     const __m512 mv = _mm512_set1_ps(m_new), csv = _mm512_set1_ps(cs);
     __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * h), csv);
     for (int i = 0; i < n; ++i) {
-      p[i][h] = exp512(_mm512_sub_ps(sc[i][h], mv));
+      p[i][h] = _mm512_maskz_mov_ps(valid[i], exp_nonpositive(_mm512_sub_ps(sc[i][h], mv)));
       sum = _mm512_add_ps(sum, p[i][h]);
     }
     _mm512_storeu_ps(s + 16 * h, sum);
@@ -246,7 +329,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
       for (int c = 0; c < kHd / 16; ++c)
         _mm512_storeu_ps(acc[h] + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc[h] + 16 * c), csv));
   }
-  for (int i = 0; i < n; ++i) tile_values<G, V4>(vt[i], p[i], valid[i], acc);
+  span_values<G, V4>(vt, p, valid, n, acc, va);
 }
 
 // Hints every head's K and V of tile t (when it exists) into L2: the first span's, before any work.
@@ -265,7 +348,7 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
                   int group, float scale, float* partials, int64_t hint_end) {
   const size_t pf = attention_partial_floats(group, kHd);
   // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
-  thread_local std::vector<PairQuery> pq;
+  thread_local std::vector<QueryCodes<K4>> pq;
   thread_local std::vector<float> sums;
   pq.resize(size_t(nheads) * size_t(group));
   sums.assign(size_t(nheads) * size_t(group) * 16, 0.0f);
@@ -288,7 +371,7 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
       float* part = partials + size_t(h) * pf;
       for (int g0 = 0; g0 < group; g0 += kMaxG) {
         const int G = std::min(kMaxG, group - g0);
-        const PairQuery* qh = &pq[size_t(h) * size_t(group) + size_t(g0)];
+        const QueryCodes<K4>* qh = &pq[size_t(h) * size_t(group) + size_t(g0)];
         float* s = &sums[(size_t(h) * size_t(group) + size_t(g0)) * 16];
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;

@@ -9,11 +9,18 @@ namespace {
 // Code bytes of a row of head_dim values (kv_tiles.h's C).
 size_t code_bytes(KvElem type, int head_dim) { return type == KvElem::Q4_0 ? size_t(head_dim) / 2 : size_t(head_dim); }
 
+// Code bytes of one slot side by side in a K lane, or slots side by side in a V lane (kv_tiles.h's
+// w): 4 for q8_0 K, else 2.
+size_t lane_bytes(KvElem type, bool value) { return type == KvElem::Q8_0 && !value ? 4 : 2; }
+// What a stored code byte is XORed with: q8_0 K codes are kept as code + 128 (kv_tiles.h).
+uint8_t code_flip(KvElem type, bool value) { return type == KvElem::Q8_0 && !value ? 0x80 : 0; }
+
 // Byte offsets inside a tile-head (kv_tiles.h) of code byte b of slot s, and of group g's scale
 // of slot s.
-size_t code_at(bool value, size_t c, int s, size_t b) {
-  if (value) return (size_t(s / 2) * c + b) * 2 + size_t(s % 2);
-  return ((b / 2) * kKvTile + size_t(s)) * 2 + b % 2;
+size_t code_at(KvElem type, bool value, size_t c, int s, size_t b) {
+  const size_t w = lane_bytes(type, value);
+  if (value) return (size_t(s) / w * c + b) * w + size_t(s) % w;
+  return ((b / w) * kKvTile + size_t(s)) * w + b % w;
 }
 size_t scale_at(size_t c, int s, int g) { return size_t(kKvTile) * c + (size_t(g) * kKvTile + size_t(s)) * 2; }
 
@@ -26,7 +33,8 @@ void for_each_byte(KvElem type, bool value, int head_dim, int slot, Fn&& fn, FnS
   for (int g = 0; g < head_dim / kKvGroup; ++g) {
     const size_t row_group = size_t(g) * (2 + per_group);  // [f16 scale][codes]
     fn_scale(scale_at(c, slot, g), row_group);
-    for (size_t u = 0; u < per_group; ++u) fn(code_at(value, c, slot, size_t(g) * per_group + u), row_group + 2 + u);
+    for (size_t u = 0; u < per_group; ++u)
+      fn(code_at(type, value, c, slot, size_t(g) * per_group + u), row_group + 2 + u);
   }
 }
 
@@ -50,11 +58,17 @@ void kv_tiled_store_row(KvElem type, bool value, uint8_t* plane, int num_kv_head
     std::memcpy(t + scale_at(c, s, g), src, 2);
     const size_t b0 = size_t(g) * per_group;
     const uint8_t* codes = src + 2;
-    if (value) {  // byte b at (pair base + b) * 2 + s % 2: every other byte of the slot pair's run
-      uint8_t* d = t + code_at(true, c, s, b0);
+    uint8_t* d = t + code_at(type, value, c, s, b0);
+    if (value) {  // byte b at (pair base + b) * 2 + s % 2: every other byte of the pair's run
       for (size_t u = 0; u < per_group; ++u) d[2 * u] = codes[u];
-    } else {  // bytes b, b + 1 (b even) side by side, rows of 16 slots' pairs (32 bytes) apart
-      uint8_t* d = t + code_at(false, c, s, b0);
+    } else if (type == KvElem::Q8_0) {  // bytes b .. b + 3 (b % 4 == 0) + 128, 16 slots' quads apart
+      for (size_t u = 0; u < per_group; u += 4) {
+        uint32_t quad;
+        std::memcpy(&quad, codes + u, 4);
+        quad ^= 0x80808080u;
+        std::memcpy(d + u * kKvTile, &quad, 4);
+      }
+    } else {  // bytes b, b + 1 (b even) side by side, 16 slots' pairs (32 bytes) apart
       for (size_t u = 0; u < per_group; u += 2) {
         uint16_t pair;
         std::memcpy(&pair, codes + u, 2);
@@ -69,10 +83,10 @@ KvTileRowSpan kv_tiled_row_span(KvElem type, bool value, int head_dim, int slot)
   const size_t c = code_bytes(type, head_dim);
   const int groups = head_dim / kKvGroup;
   KvTileRowSpan r;
-  // K: the slot's byte pairs lie in every 32 bytes of the codes; V: in one run of 2 C bytes per
-  // slot pair.
-  r.codes_begin = value ? code_at(true, c, s, 0) : code_at(false, c, s, 0);
-  r.codes_end = value ? code_at(true, c, s, c - 1) + 1 : code_at(false, c, s, c - 1) + 1;
+  // K: the slot's byte pairs (q8_0: quads) lie in every 32 (64) bytes of the codes; V: in one
+  // run of 2 C bytes per slot pair.
+  r.codes_begin = code_at(type, value, c, s, 0);
+  r.codes_end = code_at(type, value, c, s, c - 1) + 1;
   r.scales_begin = scale_at(c, s, 0);
   r.scales_end = scale_at(c, s, groups - 1) + 2;
   return r;
@@ -90,8 +104,10 @@ void kv_tiled_load_row(KvElem type, bool value, const uint8_t* plane, int num_kv
                        int head, uint8_t* row) {
   const uint8_t* t = plane + kv_tile_offset(type, slot / kKvTile, head, num_kv_heads, head_dim);
   const int s = slot % kKvTile;
-  for_each_byte(type, value, head_dim, s, [&](size_t at, size_t to) { row[to] = t[at]; },
-                [&](size_t at, size_t to) { std::memcpy(row + to, t + at, 2); });
+  const uint8_t flip = code_flip(type, value);
+  for_each_byte(
+      type, value, head_dim, s, [&](size_t at, size_t to) { row[to] = t[at] ^ flip; },
+      [&](size_t at, size_t to) { std::memcpy(row + to, t + at, 2); });
 }
 
 }  // namespace kvserve

@@ -7,17 +7,22 @@
 // total as the row layout), and a tile-head holds its 16 rows' code bytes transposed so that the 16
 // positions (K) or the head dims (V) fall in the vector lanes. With C code bytes per row (q8_0:
 // head_dim, one per value; q4_0: head_dim / 2, byte j of a 32-value group holding value j in its
-// low nibble and value j + 16 in its high one, +8) and b a code byte's index in its row:
-//   K: codes  [C / 2][16 slots][2]     code bytes b = 2i, 2i + 1 of slot s at (i * 16 + s) * 2 + b % 2
+// low nibble and value j + 16 in its high one, +8), w bytes per K lane (q8_0: 4, q4_0: 2) and b a
+// code byte's index in its row:
+//   K: codes  [C / w][16 slots][w]     code bytes b .. of slot s at ((b / w) * 16 + s) * w + b % w
 //      scales [head_dim / 32][16 slots] f16
 //   V: codes  [8 slot pairs][C][2]     code byte b of slots 2j, 2j + 1 at (j * C + b) * 2 + s % 2
 //      scales [head_dim / 32][16 slots] f16
-// So for q8_0 a K vector load holds dims (2i, 2i + 1) of 16 slots and a V load 16 dims of two
-// slots; for q4_0 the low nibbles of a K load hold dims (2i, 2i + 1) of 32-value group g = i / 8
-// and the high nibbles dims (2i + 16, 2i + 17), and a V load's low nibbles 16 dims of a group, its
-// high nibbles the group's next 16. The codes and scales are the row's (kernels/kv_quant.h):
-// storing a row and loading it back gives the same bytes. Requires q8_0 or q4_0 K and V (each its
-// own), head_dim % 32 == 0 and block_size % 16 == 0.
+// q8_0 K code bytes are stored XOR 0x80 (the int8 code + 128, an unsigned byte: vpdpbusd's
+// unsigned operand); every other byte is the row's own. So for q8_0 a K vector load holds dims
+// 4i .. 4i + 3 of 16 slots (vpdpbusd's lanes) and a V load 16 dims of two slots; for q4_0 the
+// low nibbles of a K load hold dims (2i, 2i + 1) of 32-value group g = i / 8 and the high nibbles
+// dims (2i + 16, 2i + 17), and a V load's low nibbles 16 dims of a group, its high nibbles the
+// group's next 16 (vpdpwssd's lanes after widening). The codes and scales are the row's
+// (kernels/kv_quant.h): storing a row and loading it back gives the same bytes. Requires q8_0 or
+// q4_0 K and V (each its own), head_dim % 32 == 0 and block_size % 16 == 0. The q8_0 K order
+// (4-byte lanes, + 128) replaced 2-byte lanes on 2026-12-07; KvLayout's type signature names
+// the version (",tiled2"), so no block stored in the old order is read in the new one.
 #pragma once
 
 #include <cstddef>

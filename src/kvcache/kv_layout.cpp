@@ -71,7 +71,7 @@ size_t kv_dtype_row_bytes(KvDType dtype, int64_t num_elements) {
 
 std::string KvLayout::type_signature() const {
   return std::string("k=") + kv_dtype_name(k_dtype) + ",v=" + kv_dtype_name(v_dtype) +
-         ",bs=" + std::to_string(block_size) + (tiled ? ",tiled" : "");
+         ",bs=" + std::to_string(block_size) + (tiled ? ",tiled2" : "");
 }
 
 bool KvLayout::can_tile() const {

@@ -81,7 +81,8 @@ struct KvLayout {
   // bad field otherwise.
   Status validate() const;
 
-  // "k=q8_0,v=q4_0,bs=16" (",tiled" appended for the tiled layout): what makes two caches' block contents interchangeable beyond the
+  // "k=q8_0,v=q4_0,bs=16" (",tiled2" appended for the tiled layout, 2 its byte order's version,
+  // kernels/kv_tiles.h): what makes two caches' block contents interchangeable beyond the
   // model itself (the prefix cache hashes it into its namespace).
   std::string type_signature() const;
 

@@ -129,6 +129,15 @@ std::vector<float> rounded_if_the_path_rounds(const std::vector<float>& q, KvEle
   attention_round_query(q.data(), int(q.size()), r.data());
   return r;
 }
+// The same for attention over the view `kv` (the tiled AVX-512 kernel rounds q8_0 K's query to 8
+// bits: attention_rounds_query_8bit).
+[[maybe_unused]] std::vector<float> rounded_if_the_path_rounds(const std::vector<float>& q,
+                                                               const PagedKvView& kv, int hd) {
+  if (!attention_rounds_query_8bit(kv)) return rounded_if_the_path_rounds(q, kv.k_type, hd);
+  std::vector<float> r(q.size());
+  attention_round_query(q.data(), int(q.size()), r.data(), 127);
+  return r;
+}
 
 // A test fixture run once per vector path this CPU has (AVX2 always, AVX-512 where present),
 // pinned with attention_pin_isa; the scalar reference is the same in both.

@@ -113,7 +113,7 @@ TEST(KvLayout, TiledOnlyWhereItApplies) {
   l.tiled = true;
   EXPECT_TRUE(l.validate().ok());
   EXPECT_EQ(l.block_bytes(), rows_bytes);
-  EXPECT_EQ(l.type_signature(), "k=q8_0,v=q8_0,bs=16,tiled");
+  EXPECT_EQ(l.type_signature(), "k=q8_0,v=q8_0,bs=16,tiled2");
   for (KvLayout bad : {make_layout(1, 1, 64, 8, KvDType::Q8_0), make_layout(1, 1, 40, 16, KvDType::Q8_0),
                        make_layout(1, 1, 64, 16, KvDType::F16), make_layout(1, 1, 64, 16, KvDType::BF16)}) {
     EXPECT_FALSE(bad.can_tile()) << bad.type_signature();
@@ -125,7 +125,7 @@ TEST(KvLayout, TiledOnlyWhereItApplies) {
   q4.tiled = true;
   EXPECT_TRUE(q4.validate().ok());
   EXPECT_EQ(q4.block_bytes(), q4_rows_bytes);
-  EXPECT_EQ(q4.type_signature(), "k=q4_0,v=q4_0,bs=32,tiled");
+  EXPECT_EQ(q4.type_signature(), "k=q4_0,v=q4_0,bs=32,tiled2");
   KvLayout mixed = make_layout(1, 1, 64, 16, KvDType::Q8_0);
   mixed.v_dtype = KvDType::Q4_0;
   EXPECT_TRUE(mixed.can_tile());
