@@ -201,12 +201,17 @@ const uint8_t* unpacked_codes(const uint8_t* group, int64_t nb) {
 
 // acc[k] = fma(d_w * d_x[k][b], float(isum[k]), acc[k]) for the M activation rows of a tile, isum
 // being the tile's int32 sums c[k][r] plus the bias correction: group_tile's f32 step exactly.
-template <typename F, int M>
+// kHint: block b's weight-stream hint (GroupLayout::hint_line), one line per activation row.
+template <typename F, int M, bool kHint>
 inline void apply_block(const int32_t (*c)[kRows], const uint8_t* group, int64_t nb, const Q8ActRow* a,
                         int64_t b, __m512 acc[M]) {
+  using L = GroupLayout<F>;
+  const int hint_lines = kHint ? L::hint_lines(nb, b) : 0;
   const __m512 dw =
-      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(GroupLayout<F>::scales(group, nb, b))));
+      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(group, nb, b))));
+  for (int i = M; i < hint_lines; ++i) L::template hint_line<kWeightHintBytes>(group, nb, b, i);
   for (int k = 0; k < M; ++k) {
+    if (k < hint_lines) L::template hint_line<kWeightHintBytes>(group, nb, b, k);
     const __m512i isum = _mm512_add_epi32(_mm512_set1_epi32(-F::kBias * a[k].sum[b]), _mm512_load_si512(c[k]));
     acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[k].dx[b])), _mm512_cvtepi32_ps(isum), acc[k]);
   }
@@ -225,15 +230,14 @@ void group_tile(int64_t nb, const uint8_t* group, const uint8_t* codes, const ui
   for (int k = 0; k < M; ++k) acc[k] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    if constexpr (kHint) GroupLayout<F>::template hint<kWeightHintBytes>(group, nb, b);
     Tiles::pair(x + size_t(b) * kQK, x + size_t(b + 1) * kQK, xs, Q8::codes(codes, nb, b),
                 Q8::codes(codes, nb, b + 1), c[0][0], c[1][0]);
-    apply_block<F, M>(c[0], group, nb, a, b, acc);
-    apply_block<F, M>(c[1], group, nb, a, b + 1, acc);
+    apply_block<F, M, kHint>(c[0], group, nb, a, b, acc);
+    apply_block<F, M, kHint>(c[1], group, nb, a, b + 1, acc);
   }
   if (b < nb) {
     Tiles::single(x + size_t(b) * kQK, xs, Q8::codes(codes, nb, b), c[0][0]);
-    apply_block<F, M>(c[0], group, nb, a, b, acc);
+    apply_block<F, M, kHint>(c[0], group, nb, a, b, acc);
   }
   for (int k = 0; k < M; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
 }

@@ -64,12 +64,17 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
       s[0][k] = _mm512_set1_epi32(-F::kBias * a[k].sum[b]);
       if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
     }
-    L::template hint<kHintAhead<F, NC, kSingleRowHints>>(w, nb, b);
+    // The stream hint's lines spread over the block's code vectors (GroupLayout::hint_line).
+    constexpr size_t kAhead = kHintAhead<F, NC, kSingleRowHints>;
+    const int hint_lines = kAhead > 0 ? L::hint_lines(nb, b) : 0;
     __m512i v[8];
     unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 8; ++j) {
+      if (j < hint_lines) L::template hint_line<kAhead>(w, nb, b, j);
       for (int k = 0; k < NC; ++k)
         s[j % kChains][k] = _mm512_dpbusd_epi32(s[j % kChains][k], v[j], _mm512_set1_epi32(load_i32(a[k].q + b * kQK + 4 * j)));
+    }
+    for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAhead>(w, nb, b, j);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(w, nb, b))));
     for (int k = 0; k < NC; ++k) {
       __m512i isum = s[0][k];
