@@ -58,8 +58,6 @@ void q4k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, flo
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
-    if (h0 == 0)  // the pass that streams the super-block from memory
-      for (size_t o = 0; o < kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
@@ -69,6 +67,9 @@ void q4k_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, flo
       __m256i isum[NC];
       for (int k = 0; k < NC; ++k) isum[k] = _mm256_setzero_si256();
       for (int j = 0; j < kSubBlocks; ++j) {
+        // The pass that streams the super-block from memory hints its lines kWeightHintBytes
+        // ahead, an eighth per sub-block (spread: packed_layout.h).
+        if (h == 0) hint_weights_share(sb + kWeightHintBytes, kSuper, j, kSubBlocks);
         __m256i t[NC];
         if constexpr (kVnni) {
           for (int k = 0; k < NC; ++k) t[k] = _mm256_setzero_si256();
@@ -173,14 +174,13 @@ void chunk_tile(int64_t ns, const uint8_t* w, int h0, const uint8_t* const* x, f
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * C::kSuper;
-    if (h0 == 0)
-      for (size_t o = 0; o < C::kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* sc = sb + C::kScales;
     for (int hh = 0; hh < H; ++hh) {
       const int h = h0 + hh;
       __m256i isum[NC], msum[NC];
       for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm256_setzero_si256();
       for (int i = 0; i < kChunks6; ++i) {
+        if (h == 0) hint_weights_share(sb + kWeightHintBytes, C::kSuper, i, kChunks6);  // as above
         __m256i v[4];
         C::codes(sb, i, h, v);
         const __m256i scale = C::scale(sc + 16 * i + 8 * h);

@@ -33,8 +33,6 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * kSuper;
-    if constexpr (kQ4kHints<B, NC, kSingleRowHints>)
-      for (size_t o = 0; o < kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* high = sb + kKCodeBytes;
     const uint8_t* sc = high + kHighBytes<B>;
     const uint8_t* mins = sc + 128;
@@ -42,6 +40,9 @@ void q4k_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, float
     __m512i isum[NC], msum[NC];
     for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();
     for (int j = 0; j < kSubBlocks; ++j) {
+      // The super-block's lines kWeightHintBytes ahead, an eighth per sub-block.
+      if constexpr (kQ4kHints<B, NC, kSingleRowHints>)
+        hint_weights_share(sb + kWeightHintBytes, kSuper, j, kSubBlocks);
       __m512i v[8];
       unpack_nibbles(sb + 256 * size_t(j), v);
       if constexpr (kFifth<B>) {
@@ -143,11 +144,11 @@ void chunk_group_tile(int64_t ns, const uint8_t* w, const uint8_t* const* x, flo
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
     const uint8_t* sb = w + size_t(b) * C::kSuper;
-    for (size_t o = 0; o < C::kSuper; o += 64) hint_weights(sb + kWeightHintBytes + o);
     const uint8_t* sc = sb + C::kScales;
     __m512i isum[NC], msum[NC];
     for (int k = 0; k < NC; ++k) isum[k] = msum[k] = _mm512_setzero_si512();
     for (int i = 0; i < kChunks6; ++i) {
+      hint_weights_share(sb + kWeightHintBytes, C::kSuper, i, kChunks6);  // a sixteenth per chunk
       __m512i v[4];
       C::codes(sb, i, v);
       const __m512i scale = C::scale(sc + 16 * i);

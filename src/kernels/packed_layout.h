@@ -74,6 +74,13 @@ inline int32_t load_i32(const int8_t* p) {
 // (kernels/attention_impl.h).
 constexpr size_t kWeightHintBytes = 16 * 1024;
 inline void hint_weights(const uint8_t* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
+// Step i of n of a hint spread over a loop (as GroupLayout::hint_line, below): the lines
+// [L i / n, L (i + 1) / n) of the L = ceil(bytes / 64) lines from p.
+inline void hint_weights_share(const uint8_t* p, size_t bytes, int i, int n) {
+  const size_t lines = (bytes + 63) / 64;
+  for (size_t l = lines * size_t(i) / size_t(n); l < lines * size_t(i + 1) / size_t(n); ++l)
+    hint_weights(p + 64 * l);
+}
 
 // Walks the weight rows of a matrix being packed: each group of kRows rows gets gb zeroed bytes
 // at `group`, then fn(group, r, src) runs for each of its rows r (src: that row in the file, as T).
