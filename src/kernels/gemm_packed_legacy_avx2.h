@@ -59,14 +59,16 @@ inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, 
 }
 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):
-// s[k] (8 int32 lanes, one per weight row of the half).
-template <typename F, int NC, bool kVnni>
+// s[k] (8 int32 lanes, one per weight row of the half). hint(j) runs once per code vector j (0..7),
+// for the caller's spread stream hints.
+template <typename F, int NC, bool kVnni, typename Hint>
 inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActRow* a, int64_t b,
-                       __m256i s[NC]) {
+                       __m256i s[NC], Hint&& hint) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (F::kBias == 128) {  // Q8_0: signed codes, |q| against x * sign(q)
     for (int k = 0; k < NC; ++k) s[k] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      hint(j);
       const __m256i v = code_vector(F{}, cb, hb, h, j);
       const __m256i u = _mm256_sign_epi8(v, v);
       for (int k = 0; k < NC; ++k) {
@@ -81,6 +83,7 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
   } else if constexpr (kVnni) {  // unsigned codes straight into vpdpbusd
     for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
     for (int j = 0; j < 8; ++j) {
+      hint(j);
       const __m256i v = code_vector(F{}, cb, hb, h, j);
       for (int k = 0; k < NC; ++k)
         s[k] = _mm256_dpbusd_avx_epi32(s[k], v, broadcast4(a[k].q + b * kQK + 4 * j));
@@ -88,8 +91,9 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
   } else {  // unsigned codes <= 31: four pair sums add in int16
     for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
     for (int j0 = 0; j0 < 8; j0 += 4) {
-      __m256i p[NC];
+      __m256i p[NC] = {};  // (set at j0: the initializer only quiets -Wmaybe-uninitialized)
       for (int j = j0; j < j0 + 4; ++j) {
+        hint(j);
         const __m256i v = code_vector(F{}, cb, hb, h, j);
         for (int k = 0; k < NC; ++k) {
           const __m256i m = _mm256_maddubs_epi16(v, broadcast4(a[k].q + b * kQK + 4 * j));
@@ -110,10 +114,15 @@ void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float*
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (h0 == 0) L::template hint<kAvx2HintAhead>(w, nb, b);  // the pass that streams the group from memory
+    // The pass that streams the group from memory hints it ahead, one line per code vector of
+    // the first half (GroupLayout::hint_line: spread, not at once).
+    const int hint_lines = h0 == 0 ? L::hint_lines(nb, b) : 0;
+    for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAvx2HintAhead>(w, nb, b, j);
     for (int h = 0; h < H; ++h) {
       __m256i s[NC];
-      block_sums<F, NC, kVnni>(L::codes(w, nb, b), L::high(w, nb, b), h0 + h, a, b, s);
+      block_sums<F, NC, kVnni>(L::codes(w, nb, b), L::high(w, nb, b), h0 + h, a, b, s, [&](int j) {
+        if (h == 0 && j < hint_lines) L::template hint_line<kAvx2HintAhead>(w, nb, b, j);
+      });
       const __m256 dw = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::scales(w, nb, b) + 16 * size_t(h0 + h))));
       for (int k = 0; k < NC; ++k)
