@@ -1,6 +1,7 @@
-// Internal to the AVX-512 attention files (attention_avx512.cpp, attention_tiled_avx512.cpp),
-// both compiled with AVX-512 flags. The anonymous namespace gives each its own copy (internal
-// linkage), so no code built with these flags is handed to a file built without them.
+// Internal to the AVX-512 kernel files that use it (attention_avx512.cpp,
+// attention_tiled_avx512.cpp, ops_avx512.cpp), all compiled with AVX-512 flags. The anonymous
+// namespace gives each its own copy (internal linkage), so no code built with these flags is
+// handed to a file built without them.
 #pragma once
 
 #include <immintrin.h>

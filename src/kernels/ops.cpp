@@ -1,13 +1,16 @@
 // f32 row operations, AVX2. The reductions that decide numerics (sum of squares, softmax
 // denominator) accumulate in double like the reference engine; exp is a vector polynomial within
 // ~2 ulp of expf (the reference's own SIMD path is also a polynomial).
-#include <cmath>
-#include <cstring>
+#include "kernels/ops.h"
 
 #include <immintrin.h>
 
-#include "kernels/ops.h"
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops_impl.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/vec_dot.h"
 
 namespace kvserve {
 
@@ -70,8 +73,13 @@ void silu(const float* x, int64_t n, float* out) {
   map8<1>({x}, n, out, [](const __m256* v) { return silu8(v[0]); });
 }
 
-void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+void detail::swiglu_avx2(const float* gate, const float* up, int64_t n, float* out) {
   map8<2>({gate, up}, n, out, [](const __m256* v) { return _mm256_mul_ps(silu8(v[0]), v[1]); });
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  if (active_kernels().isa >= Isa::kAvx512) return detail::swiglu_avx512(gate, up, n, out);
+  detail::swiglu_avx2(gate, up, n, out);
 }
 
 void add(const float* a, const float* b, int64_t n, float* out) {

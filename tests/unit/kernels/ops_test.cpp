@@ -1,11 +1,15 @@
 // f32 ops against direct double-precision formulas.
+#include "kernels/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/ops_impl.h"
+#include "kernels/vec_dot.h"
 
 namespace kvserve {
 namespace {
@@ -89,6 +93,28 @@ TEST(Ops, SiluAccurateOverWideRange) {
   for (size_t i = 0; i < x.size(); ++i) {
     const double want = double(x[i]) / (1.0 + std::exp(-double(x[i])));
     ASSERT_NEAR(y[i], want, 5e-7 * std::fabs(want) + 1e-35) << x[i];
+  }
+}
+
+// swiglu's 16-lane body is bit for bit the 8-lane one: every length's tail (masked lanes against
+// a zero-padded copy), the exp's clamps (|x| up to 120) and the values around zero.
+TEST(Ops, SwigluAvx512EqualsAvx2BitForBit) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> g = random_vector(12288, 7, 6.0f), u = random_vector(12288, 8);
+  for (size_t i = 0; i < 2400; ++i) g[i] = -120.0f + 0.1f * float(i);
+  g[3000] = 0.0f;
+  g[3001] = -0.0f;
+  g[3002] = 1e-30f;
+  for (int64_t n : {1, 2, 7, 8, 15, 16, 17, 31, 33, 100, 1536, 12288}) {
+    for (int64_t off : {0, 3}) {
+      std::vector<float> a(size_t(n) + 1, 7.0f), b(size_t(n) + 1, 7.0f);
+      detail::swiglu_avx2(g.data() + off, u.data() + off, n, a.data());
+      detail::swiglu_avx512(g.data() + off, u.data() + off, n, b.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::memcmp(&a[size_t(i)], &b[size_t(i)], sizeof(float)), 0)
+            << "n " << n << " offset " << off << " i " << i << ": " << a[size_t(i)] << " vs " << b[size_t(i)];
+      ASSERT_EQ(b[size_t(n)], 7.0f) << "wrote past the end, n " << n;
+    }
   }
 }
 
