@@ -100,7 +100,7 @@ TEST(Ops, SiluAccurateOverWideRange) {
 // a zero-padded copy), the exp's clamps (|x| up to 120) and the values around zero.
 TEST(Ops, SwigluAvx512EqualsAvx2BitForBit) {
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::vector<float> g = random_vector(12288, 7, 6.0f), u = random_vector(12288, 8);
+  std::vector<float> g = random_vector(12288 + 3, 7, 6.0f), u = random_vector(12288 + 3, 8);  // + the offset
   for (size_t i = 0; i < 2400; ++i) g[i] = -120.0f + 0.1f * float(i);
   g[3000] = 0.0f;
   g[3001] = -0.0f;
