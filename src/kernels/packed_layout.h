@@ -61,7 +61,8 @@ inline int32_t load_i32(const int8_t* p) {
 
 // The weight-stream hint of every packed GEMM: a decode-sized call streams each packed weight byte
 // from memory once, and the kernels hint the line kWeightHintBytes ahead of the one they read
-// (each block's code lines, its scale and fifth-bit lines: GroupLayout::hint) into L2 with
+// (each block's code lines, its scale and fifth-bit lines: GroupLayout::hint_line, spread over
+// the block's work; the k-quants: hint_weights_share) into L2 with
 // prefetcht1 (all but the AVX-512 kernel's single-row pass over paired Q8_0, which runs faster
 // without: gemm_packed_avx512.cpp).
 // Why L2 and 16 KiB: on the AMD EPYC Zen 4 VM (2 vCPUs, 51 GB/s probe) the earlier hint, prefetcht0
@@ -188,32 +189,17 @@ struct GroupLayout {
   static P* high(P* group, int64_t nb, int64_t b) { return group + high_at(nb, b); }
   template <typename P>
   static P* scales(P* group, int64_t nb, int64_t b) { return group + scales_at(nb, b); }
-  // The weight-stream hint of a decode-sized call for block b, kAhead bytes ahead (0: none).
-  // Paired: the pair's lines, once per pair. Split: the block's code lines, its fifth-bit line
-  // and, once per two blocks, its scale line. Past the group's end a hint lands in the next group
-  // or unmapped space: harmless (a prefetch never faults).
-  template <size_t kAhead>
-  static void hint(const uint8_t* group, int64_t nb, int64_t b) {
-    if constexpr (kAhead > 0 && F::kPaired) {
-      if (b % 2 != 0) return;
-      const uint8_t* p = group + codes_at(nb, b) + kAhead;
-      for (size_t o = 0; o < kPairBytes; o += 64) hint_weights(p + o);
-    } else if constexpr (kAhead > 0) {
-      const uint8_t* cb = group + codes_at(nb, b) + kAhead;
-      for (size_t o = 0; o < F::kCodeBytes; o += 64) hint_weights(cb + o);
-      if (b % 2 == 0) hint_weights(group + scales_at(nb, b) + kAhead);
-      if constexpr (F::kHighBytes > 0) hint_weights(group + high_at(nb, b) + kAhead);
-    }
-  }
-  // The same lines as hint<kAhead>, one at a time, for kernels that spread them over their work
-  // on block b: hint_lines(nb, b) of them, line i hinted by hint_line<kAhead>(group, nb, b, i)
-  // at hint_line_at(nb, b, i) + kAhead. Paired: the pair's first ceil(L / 2) lines with its first
-  // block, the rest with its second (L = kPairBytes / 64; all L with a last block that has no
-  // second). Split: the block's code lines, its fifth-bit line, then (even blocks) its scale
-  // line. Together they are every line of the group once. Why spread (Intel Xeon VM,
-  // 2026-12-07): 17 hints at once hold the fill buffers the kernel's own loads then wait for;
-  // there the 8-row stream (`BM_matmul_stream/8/8`) took 7.8-8.0 ms with the burst against
-  // 6.6-6.8 spread, 4 rows 6.6-7.1 against 5.5-5.6.
+  // The weight-stream hint of a decode-sized call for block b, kAhead bytes ahead, one line at a
+  // time so that a kernel spreads them over its work on the block: hint_lines(nb, b) of them, line
+  // i hinted by hint_line<kAhead>(group, nb, b, i) at hint_line_at(nb, b, i) + kAhead (kAhead 0:
+  // none). Paired: the pair's first ceil(L / 2) lines with its first block, the rest with its
+  // second (L = kPairBytes / 64; all L with a last block that has no second). Split: the block's
+  // code lines, its fifth-bit line, then (even blocks) its scale line. Together they are every
+  // line of the group once; past the group's end a hint lands in the next group or unmapped space:
+  // harmless (a prefetch never faults). Why spread (Intel Xeon VM, 2026-12-07): 17 hints at once
+  // held the fill buffers the kernel's own loads then wait for; there the 8-row stream
+  // (`BM_matmul_stream/8/8`) took 7.8-8.0 ms with the burst against 6.6-6.8 spread, 4 rows
+  // 6.6-7.1 against 5.5-5.6.
   static constexpr int kPairLines = int(kPairBytes / 64);
   static int hint_lines(int64_t nb, int64_t b) {
     if constexpr (F::kPaired) {
