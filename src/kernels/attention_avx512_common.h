@@ -55,15 +55,26 @@ inline __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// One 32-value group x[0..32) rounded to integers of at most `levels` in magnitude, as
+// attention_round_query does: returns max |x| and writes round-to-nearest-even(x * levels / max |x|)
+// as int32, values 0..15 to *lo and 16..31 to *hi (all 0 for an all-zero group).
+inline float group_codes(const float* x, float levels, __m512i* lo, __m512i* hi) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const __m512 id = _mm512_set1_ps(amax > 0 ? levels / amax : 0.0f);
+  *lo = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
+  *hi = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
+  return amax;
+}
+
 // attention_round_query's rounding of one 32-value group x[0..32) (both AVX-512 attention
 // kernels): returns d = max |x| / 32767 and writes the codes x / d, rounded to nearest even and
 // saturated to int16, values 0..15 to *lo and 16..31 to *hi.
 inline float round_query_group(const float* x, __m256i* lo, __m256i* hi) {
-  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-  const __m512 id = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
-  *lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)));
-  *hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(b, id)));
+  __m512i a, b;
+  const float amax = group_codes(x, 32767.0f, &a, &b);
+  *lo = _mm512_cvtsepi32_epi16(a);
+  *hi = _mm512_cvtsepi32_epi16(b);
   return amax / 32767.0f;
 }
 

@@ -90,11 +90,8 @@ void round_query(const float* q, PairQuery* out) {
 }
 void round_query(const float* q, QuadQuery* out) {
   for (int g = 0; g < kHd / 32; ++g) {
-    const __m512 a = _mm512_loadu_ps(q + 32 * g), b = _mm512_loadu_ps(q + 32 * g + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-    const __m512i ca = _mm512_cvtps_epi32(_mm512_mul_ps(a, id)),
-                  cb = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
+    __m512i ca, cb;
+    const float amax = group_codes(q + 32 * g, 127.0f, &ca, &cb);
     _mm_store_si128(reinterpret_cast<__m128i*>(out->quad + 8 * g), _mm512_cvtsepi32_epi8(ca));
     _mm_store_si128(reinterpret_cast<__m128i*>(out->quad + 8 * g + 4), _mm512_cvtsepi32_epi8(cb));
     out->d[g] = amax / 127.0f;
@@ -190,8 +187,6 @@ template <int G, bool Q4>
   }
 }
 
-// acc[h][0..64) += sum over the tile's slots of p[h][slot] * V (V tile-head vt, q4_0 when Q4
-// else q8_0); slots outside `valid` contribute nothing (their scales and codes may be anything).
 // acc[h][0..64) += sum over the span's n tiles and their slots of p[i][h][slot] * V (V
 // tile-heads vt[i], q4_0 when Q4 else q8_0); p is 0 in the slots outside each tile's `valid`
 // (their scales and codes may be anything: the scales are masked too). ahead[i]: tile-head to
