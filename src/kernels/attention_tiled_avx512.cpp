@@ -148,6 +148,9 @@ template <int G, bool Q4>
                                                const uint8_t* ahead) {
   constexpr int kLines = int(kTileHeadBytes<Q4> / 64);
   int line = 0;
+  // The query's address made opaque per tile: GCC otherwise hoists the 48 broadcast addresses
+  // (&pq[h].quad[i]) out of the tile loop and spills them, a reload before every vpdpbusd.
+  asm("" : "+r"(pq));
   // [32-value group][query head][two chains: even / odd dim quads (q8_0), low / high nibbles (q4_0)]
   __m512i acc[2][G][2];
   for (int g = 0; g < 2; ++g)
@@ -236,8 +239,15 @@ template <int G, bool Q4>
       }
     const uint8_t* v0 = vt[i];
     int line = 0;
+    // This tile's sums, added to the span's after it: GCC keeps the accumulators of a fully
+    // unrolled tile in registers, but not ones that live across the tile loop (it loaded and
+    // stored each of ia around every vpdpwssd: ~15% of the kernel's time in L2).
+    __m512i ti[G][4];
+    for (int h = 0; h < G; ++h)
+      for (int c = 0; c < 4; ++c) ti[h][c] = _mm512_setzero_si512();
     if constexpr (Q4) {
       const __m512i eight = _mm512_set1_epi16(8);
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j)
         for (int g = 0; g < 2; ++g) {
           __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
@@ -246,18 +256,21 @@ template <int G, bool Q4>
           lo = _mm512_sub_epi16(lo, eight);
           hi = _mm512_sub_epi16(hi, eight);
           for (int h = 0; h < G; ++h) {
-            dot_pairs(ia[h][2 * g], lo, &w[h][g][j]);
-            dot_pairs(ia[h][2 * g + 1], hi, &w[h][g][j]);
+            dot_pairs(ti[h][2 * g], lo, &w[h][g][j]);
+            dot_pairs(ti[h][2 * g + 1], hi, &w[h][g][j]);
           }
         }
     } else {
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j)
         for (int c = 0; c < 4; ++c) {
           const __m512i v = codes16(v0 + 128 * j + 32 * c);  // dims 16 c.. of slots 2 j, 2 j + 1
           if (ahead[i] && (c & 1) == 0 && line < kLines) prefetch_line<false>(ahead[i] + 64 * line++);
-          for (int h = 0; h < G; ++h) dot_pairs(ia[h][c], v, &w[h][c / 2][j]);
+          for (int h = 0; h < G; ++h) dot_pairs(ti[h][c], v, &w[h][c / 2][j]);
         }
     }
+    for (int h = 0; h < G; ++h)
+      for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_add_epi32(ia[h][c], ti[h][c]);
     for (; ahead[i] && line < kLines; ++line) prefetch_line<false>(ahead[i] + 64 * line);
   }
   for (int h = 0; h < G; ++h)
