@@ -127,7 +127,8 @@ bool attention_rounds_query(KvElem k_type, int head_dim);
 // head_dim 64, attention_isa() kAvx512): its scores are integer dot products (vpdpbusd) of K's
 // codes with the query rounded per 32 values to 8-bit integers (attention_round_query with
 // code_max 127, as GGUF engines round activations for q8_0 dot products: each value moves by at
-// most 2^-8 of its group's largest magnitude), and its V weights are 8-bit too (kv_tiles.h).
+// most 2^-8 of its group's largest magnitude); its V weights stay 16-bit (rounded against each
+// 64-position span's largest, kernels/attention_tiled_avx512.cpp).
 bool attention_rounds_query_8bit(const PagedKvView& kv);
 // out[0..n) = q rounded as above: per group of 32 values (the last may be short), d = max |q| /
 // code_max and each value round-to-nearest-even(q / d) * d, with the kernel's f32 steps.
