@@ -333,6 +333,20 @@ void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, 
     attention_partial(kv, begin, end, kv_head0 + h, q + size_t(h) * q_stride, group, scale, partials + size_t(h) * pf);
 }
 
+void attention_partial_heads_chunks(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
+                                    int nheads, const float* q, int group, float scale, float* states,
+                                    int64_t hint_end) {
+  if (kv.tiled && attention_isa() == Isa::kAvx512 &&
+      detail::attention_partial_heads_chunks_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale,
+                                                          states, hint_end))
+    return;
+  const size_t all = attention_partial_floats(group, kv.head_dim) * size_t(nheads);
+  const int64_t chunks = attention_num_chunks(begin, end);
+  for (int64_t c = 0; c < chunks; ++c)
+    attention_partial_heads(kv, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), kv_head0,
+                            nheads, q, group, scale, states + size_t(c) * all, std::max(end, hint_end));
+}
+
 void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head, const float* q, int group,
                        float scale, float* partial) {
   if (kv.tiled) {
@@ -415,21 +429,17 @@ void attention_group_range(const PagedKvView& kv, int64_t begin, int64_t end, in
 
 void attention_group_range_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                                  const float* q, int group, float scale, float* out) {
-  // [2][nheads][pf]: the merged prefixes and the next chunk's states, reused by this thread.
+  // [chunks][nheads][pf]: every chunk's states, reused by this thread.
   thread_local std::vector<float> scratch;
   const int hd = kv.head_dim;
   const size_t pf = attention_partial_floats(group, hd), all = pf * size_t(nheads);
-  if (scratch.size() < 2 * all) scratch.resize(2 * all);
-  float* acc = scratch.data();
-  float* next = acc + all;
   const int64_t chunks = attention_num_chunks(begin, end);
-  // Each chunk hints the next one's start (the same thread reads it next).
-  attention_partial_heads(kv, begin, attention_chunk_end(begin, end, 0), kv_head0, nheads, q, group, scale, acc, end);
-  for (int64_t c = 1; c < chunks; ++c) {
-    attention_partial_heads(kv, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), kv_head0, nheads,
-                            q, group, scale, next, end);
-    for (int h = 0; h < nheads; ++h) attention_merge(group, hd, acc + size_t(h) * pf, next + size_t(h) * pf);
-  }
+  if (scratch.size() < size_t(chunks) * all) scratch.resize(size_t(chunks) * all);
+  float* acc = scratch.data();
+  attention_partial_heads_chunks(kv, begin, end, kv_head0, nheads, q, group, scale, acc);
+  for (int64_t c = 1; c < chunks; ++c)
+    for (int h = 0; h < nheads; ++h)
+      attention_merge(group, hd, acc + size_t(h) * pf, acc + (size_t(c) * all + size_t(h) * pf));
   for (int h = 0; h < nheads; ++h)
     attention_finish(group, hd, acc + size_t(h) * pf, out + size_t(h) * size_t(group) * size_t(hd));
 }

@@ -83,6 +83,15 @@ void attention_partial(const PagedKvView& kv, int64_t begin, int64_t end, int kv
 // nears `end` instead of starting that chunk cold. It changes no result.
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                              const float* q, int group, float scale, float* partials, int64_t hint_end = 0);
+// The states of every position chunk of [begin, end) (attention_chunk_begin / attention_chunk_end,
+// c = 0 .. attention_num_chunks(begin, end) - 1) for KV heads kv_head0 .. kv_head0 + nheads - 1:
+// chunk c's head h at states + (c * nheads + h) * attention_partial_floats(group, head_dim), each
+// bit-identical to attention_partial_heads over that chunk. One walk over the positions: the
+// tiled kernel rounds the queries once and hints each chunk's first K/V while the previous one is
+// read, where one call per chunk paid both again at every chunk (hint_end as above).
+void attention_partial_heads_chunks(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
+                                    int nheads, const float* q, int group, float scale, float* states,
+                                    int64_t hint_end = 0);
 // into = the state of both position sets (into's positions come first; merge left to right).
 void attention_merge(int group, int head_dim, float* into, const float* other);
 // out[group][head_dim] = acc / s.

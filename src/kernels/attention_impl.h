@@ -182,5 +182,9 @@ bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_
 bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                           int nheads, const float* q, int group, float scale, float* partials,
                                           int64_t hint_end);
+// attention_partial_heads_chunks's contract on the same views (the same conditions).
+bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end,
+                                                 int kv_head0, int nheads, const float* q, int group,
+                                                 float scale, float* states, int64_t hint_end);
 
 }  // namespace kvserve::detail

@@ -351,35 +351,27 @@ void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
   for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<V4>; o += 64) prefetch_line<false>(v + o);
 }
 
+// One range [begin, end) of attend_tiled (at most one attention chunk's, or the whole call's):
+// its states from scratch into partials ([nheads][pf]), with the queries already rounded (pq).
 template <bool K4, bool V4>
-void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
-                  int group, float scale, float* partials, int64_t hint_end) {
+void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                        int group, float scale, const QueryCodes<K4>* pqs, std::vector<float>& sums,
+                        float* partials, int64_t hint_last) {
   const size_t pf = attention_partial_floats(group, kHd);
-  // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
-  thread_local std::vector<QueryCodes<K4>> pq;
-  thread_local std::vector<float> sums;
-  pq.resize(size_t(nheads) * size_t(group));
   sums.assign(size_t(nheads) * size_t(group) * 16, 0.0f);
   for (int h = 0; h < nheads; ++h) {
     float* part = partials + size_t(h) * pf;
-    for (int g = 0; g < group; ++g) {
-      round_query(q + (size_t(h) * size_t(group) + size_t(g)) * kHd, &pq[size_t(h) * size_t(group) + size_t(g)]);
-      part[g] = -std::numeric_limits<float>::infinity();
-    }
+    for (int g = 0; g < group; ++g) part[g] = -std::numeric_limits<float>::infinity();
     std::fill(part + 2 * group, part + pf, 0.0f);
   }
   const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
-  // The last tile the span passes may hint: this call's, or the following positions' the caller
-  // reads next on this thread (so that chunk does not start cold).
-  const int64_t hint_last = (std::max(end, hint_end) - 1) / kKvTile;
-  for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4>(kv, t, last);
   for (int64_t t0 = first; t0 <= last; t0 += kSpanTiles) {
     const int n = int(std::min<int64_t>(kSpanTiles, last + 1 - t0));
     for (int h = 0; h < nheads; ++h) {
       float* part = partials + size_t(h) * pf;
       for (int g0 = 0; g0 < group; g0 += kMaxG) {
         const int G = std::min(kMaxG, group - g0);
-        const QueryCodes<K4>* qh = &pq[size_t(h) * size_t(group) + size_t(g0)];
+        const QueryCodes<K4>* qh = &pqs[size_t(h) * size_t(group) + size_t(g0)];
         float* s = &sums[(size_t(h) * size_t(group) + size_t(g0)) * 16];
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
@@ -398,11 +390,41 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
           _mm512_reduce_add_ps(_mm512_loadu_ps(&sums[(size_t(h) * size_t(group) + size_t(g)) * 16]));
 }
 
-}  // namespace
+// The states of [begin, end) into partials ([nheads][pf]), or with `chunked` those of each of its
+// attention chunks into partials + c * nheads * pf: the queries rounded once, the start hinted
+// once, and each chunk's last span hinting the next chunk's first tiles (hint_last spans them all).
+template <bool K4, bool V4>
+void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
+                  int group, float scale, float* partials, int64_t hint_end, bool chunked) {
+  const size_t pf = attention_partial_floats(group, kHd);
+  // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
+  thread_local std::vector<QueryCodes<K4>> pq;
+  thread_local std::vector<float> sums;
+  pq.resize(size_t(nheads) * size_t(group));
+  for (int h = 0; h < nheads; ++h)
+    for (int g = 0; g < group; ++g)
+      round_query(q + (size_t(h) * size_t(group) + size_t(g)) * kHd,
+                  &pq[size_t(h) * size_t(group) + size_t(g)]);
+  // The last tile the span passes may hint: this call's, or the following positions' the caller
+  // reads next on this thread (so that chunk does not start cold).
+  const int64_t hint_last = (std::max(end, hint_end) - 1) / kKvTile;
+  {
+    const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
+    for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4>(kv, t, last);
+  }
+  const int64_t chunks = chunked ? attention_num_chunks(begin, end) : 1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t cb = chunked ? attention_chunk_begin(begin, c) : begin;
+    const int64_t ce = chunked ? attention_chunk_end(begin, end, c) : end;
+    attend_tiled_range<K4, V4>(kv, cb, ce, kv_head0, nheads, group, scale, pq.data(), sums,
+                               partials + size_t(c) * size_t(nheads) * pf, hint_last);
+  }
+}
 
-bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                          int nheads, const float* q, int group, float scale, float* partials,
-                                          int64_t hint_end) {
+// Both entries: false (nothing written) where the kernel does not apply.
+bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                      const float* q, int group, float scale, float* partials, int64_t hint_end,
+                      bool chunked) {
   if (!kv.tiled || kv.head_dim != kHd || !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
     return false;
   // The compile-time tile sizes above are kv_tiles.h's (checked once per process).
@@ -410,11 +432,30 @@ bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, 
                                   kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
   KVS_ASSERT(sizes_agree, "tiled attention kernel and kv_tiles.h disagree on a tile's size");
   const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
-  if (k4 && v4) attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
-  else if (k4) attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
-  else if (v4) attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
-  else attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end);
+  if (k4 && v4)
+    attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
+  else if (k4)
+    attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
+  else if (v4)
+    attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
+  else
+    attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
+                               chunked);
   return true;
+}
+
+}  // namespace
+
+bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
+                                          int nheads, const float* q, int group, float scale, float* partials,
+                                          int64_t hint_end) {
+  return attend_tiled_any(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, false);
+}
+
+bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end,
+                                                 int kv_head0, int nheads, const float* q, int group,
+                                                 float scale, float* states, int64_t hint_end) {
+  return attend_tiled_any(kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end, true);
 }
 
 }  // namespace kvserve::detail

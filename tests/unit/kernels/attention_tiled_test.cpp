@@ -211,6 +211,37 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
   EXPECT_LT(std::sqrt(sum_sq / double(count)), 3e-5);
 }
 
+// attention_partial_heads_chunks (one walk over a range, the batched decode's path) gives every
+// chunk's states bit for bit as one attention_partial_heads call per chunk, on the tiled planes
+// and on the rows: ranges of one to four chunks that start and end mid-chunk and mid-tile.
+TEST_P(TiledAttention, ChunksInOneWalkEqualOneCallPerChunk) {
+  constexpr int64_t C = kAttentionChunk;
+  const int hd = 64, nh = 3, group = 3;
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 7},
+                            {0, C},
+                            {5, C + 1},
+                            {0, 2 * C + 40},
+                            {C + 3, 3 * C + 17},
+                            {37, 4 * C - 9}}) {
+    Arena a(16, nh, hd, k_type(), v_type(), end, uint32_t(begin + end));
+    const TiledArena t(a);
+    for (int64_t b = 0; b < begin / 16; ++b) a.table[size_t(b)] = -1;
+    const auto q = random_q(nh * group, hd, uint32_t(end), 2.0f);
+    const size_t all = attention_partial_floats(group, hd) * size_t(nh);
+    const int64_t chunks = attention_num_chunks(begin, end);
+    for (const PagedKvView& v : {t.view(), a.view()}) {
+      std::vector<float> walk(size_t(chunks) * all), one(all);
+      attention_partial_heads_chunks(v, begin, end, 0, nh, q.data(), group, 0.125f, walk.data());
+      for (int64_t c = 0; c < chunks; ++c) {
+        attention_partial_heads(v, attention_chunk_begin(begin, c), attention_chunk_end(begin, end, c), 0, nh,
+                                q.data(), group, 0.125f, one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), &walk[size_t(c) * all], all * sizeof(float)))
+            << (v.tiled ? "tiled" : "rows") << " [" << begin << "," << end << ") chunk " << c;
+      }
+    }
+  }
+}
+
 // The slots of the last tile past `end` may hold anything (a block being filled, a released
 // sequence's bytes): codes and scales of all ones there (f16 NaN scales) change nothing.
 TEST_P(TiledAttention, UnusedSlotsAreNeverUsed) {
