@@ -166,6 +166,7 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
   attn_token_heads_ = nkv > 1 && int64_t(batch.tokens.size()) >= min_tasks;
   attn_prepares_tokens_ = false;
   query_groups_.clear();
+  attn_order_.clear();
   if (!attn_few_) {
     int64_t t0 = 0;  // batch index of the sequence chunk's first token
     for (const SeqChunk& c : batch.chunks) {
@@ -229,6 +230,10 @@ void ForwardPass::plan_attention(const ForwardBatch& batch) {
     }
     attn_heads_ = int64_t(unit_heads_.size()) >= min_tasks;
   }
+  // Groups and singles interleaved in proportion (attn_order_, forward.h).
+  const int64_t singles = int64_t(attn_heads_ ? unit_heads_.size() : unit_single_.size());
+  if (!query_groups_.empty() && singles > 0)
+    attn_order_ = interleave_in_proportion(int64_t(query_groups_.size()), singles);
 }
 
 void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const LayerWeights& L) {
@@ -291,7 +296,8 @@ void ForwardPass::attention_layer(const ForwardBatch& batch, int layer, const La
     // Stacked queries [tokens * group][hd] and their state (layout of attention.h) for one group;
     // hs: [nkv][pf], one chunk's states of every KV head of a token.
     thread_local std::vector<float> qs, st, hs;
-    for (int64_t w = begin; w < end; ++w) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t w = attn_order_.empty() ? k : attn_order_[size_t(k)];
       if (w >= num_groups && attn_heads_) {
         const int64_t u0 = unit_heads_[size_t(w - num_groups)];
         const int64_t i0 = std::upper_bound(unit_first_.begin(), unit_first_.end(), u0) - unit_first_.begin() - 1;

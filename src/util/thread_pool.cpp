@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
 #include "util/cpu_budget.h"
+#include "util/status.h"
 
 namespace kvserve {
 
@@ -191,6 +193,21 @@ void ThreadPool::worker(int index) {
     // has taken part in that newer job: it waits for the one after.
     if (ran) seen = ran_generation;
   }
+}
+
+std::vector<int32_t> interleave_in_proportion(int64_t a, int64_t b) {
+  KVS_ASSERT(a >= 0 && b >= 0 && a + b <= std::numeric_limits<int32_t>::max(), "task counts out of range");
+  std::vector<int32_t> order;
+  order.reserve(size_t(a + b));
+  // First kind i goes before second kind j when i / a <= j / b.
+  for (int64_t i = 0, j = 0; i + j < a + b;) {
+    if (i < a && (j == b || i * b <= j * a)) {
+      order.push_back(int32_t(i++));
+    } else {
+      order.push_back(int32_t(a + j++));
+    }
+  }
+  return order;
 }
 
 }  // namespace kvserve

@@ -106,4 +106,12 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// A task order for parallel_for over two kinds of tasks of unequal cost: a tasks of the first
+// kind (numbered 0 .. a - 1) and b of the second (a .. a + b - 1), each kind in its own order,
+// first-kind task i before second-kind task j when i / a <= j / b, so that every prefix of the
+// order holds its share of each kind within one task. A thread's first claim is half of its
+// segment: with all the costly tasks first, that claim can hold most of the job's work while the
+// other threads, done with their cheap tasks, find nothing left to take.
+std::vector<int32_t> interleave_in_proportion(int64_t a, int64_t b);
+
 }  // namespace kvserve

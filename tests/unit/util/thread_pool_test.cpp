@@ -194,5 +194,37 @@ TEST(ThreadPool, FirstIndexIsTheStartOfEachThreadsSegment) {
   }
 }
 
+// interleave_in_proportion: a permutation of [0, a + b) that keeps each kind in its order and
+// holds, in every prefix, the first kind's share within one task.
+TEST(InterleaveInProportion, EachKindInOrderAndEveryPrefixInProportion) {
+  for (auto [a, b] : {std::pair<int64_t, int64_t>{0, 0},
+                      {0, 5},
+                      {5, 0},
+                      {1, 1},
+                      {1, 9},
+                      {9, 1},
+                      {3, 7},
+                      {2310, 5679},
+                      {330, 5697},
+                      {96, 1536}}) {
+    const std::vector<int32_t> order = interleave_in_proportion(a, b);
+    ASSERT_EQ(int64_t(order.size()), a + b);
+    int64_t firsts = 0, seconds = 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (order[k] < a) {
+        ASSERT_EQ(order[k], firsts) << "first kind out of order, a " << a << " b " << b;
+        ++firsts;
+      } else {
+        ASSERT_EQ(order[k], a + seconds) << "second kind out of order, a " << a << " b " << b;
+        ++seconds;
+      }
+      const double share = double(k + 1) * double(a) / double(a + b);
+      ASSERT_LE(std::fabs(double(firsts) - share), 1.0) << "a " << a << " b " << b << " prefix " << k + 1;
+    }
+    EXPECT_EQ(firsts, a);
+    EXPECT_EQ(seconds, b);
+  }
+}
+
 }  // namespace
 }  // namespace kvserve
