@@ -95,7 +95,8 @@ BENCHMARK(BM_stream_kv_pieces)
 //   1 the kernel's: per span of 4 blocks, per KV head, its K tile-heads of the 4 blocks, then its V
 //     tile-heads (each span_pass reads one head's tiles of a span);
 //   2 the kernel's, with its hint: each tile-head's lines one span ahead, prefetcht1;
-//   3 per block, per KV head, its K tile-head then its V tile-head (one tile per softmax update).
+//   3 per block, per KV head, its K tile-head then its V tile-head (one tile per softmax update);
+//   4 the kernel's, hinting as many lines as 2 but the next span's in address order.
 // args: {work, order}. Needs AVX-512 VNNI (skipped elsewhere).
 constexpr size_t kTileHead = 1088, kKvPlane = 3 * kTileHead, kKvBlock = 2 * kKvPlane, kKvSpan = 4 * kKvBlock;
 constexpr size_t kOrderReadBytes = size_t(256) << 20;
@@ -124,15 +125,19 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void read_in_order(const 
       for (size_t h = 0; h < 3; ++h)
         for (size_t part = 0; part < 2; ++part) tile_head_work<W>(acc, base + b + part * kKvPlane + h * kTileHead);
   } else {
-    for (size_t s = 0; s + kKvSpan <= bytes; s += kKvSpan)
+    for (size_t s = 0; s + kKvSpan <= bytes; s += kKvSpan) {
+      size_t next = s + kKvSpan;  // order 4: the next span's line to hint next
       for (size_t h = 0; h < 3; ++h)
         for (size_t part = 0; part < 2; ++part)
           for (size_t b = 0; b < 4; ++b) {
             const uint8_t* t = base + s + b * kKvBlock + part * kKvPlane + h * kTileHead;
             if (order == 2 && s + 2 * kKvSpan <= bytes)
               for (size_t o = 0; o < kTileHead; o += 64) hint_line(t + kKvSpan + o);
+            if (order == 4 && s + 2 * kKvSpan <= bytes)
+              for (size_t o = 0; o < kTileHead; o += 64, next += 64) hint_line(base + next);
             tile_head_work<W>(acc, t);
           }
+    }
   }
 }
 
@@ -160,11 +165,12 @@ void BM_stream_access_order(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(acc);
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kOrderReadBytes));
-  static const char* const names[] = {"sequential", "kernel order", "kernel order, hinted", "per block K/V by head"};
+  static const char* const names[] = {"sequential", "kernel order", "kernel order, hinted", "per block K/V by head",
+                                      "kernel order, hinted in address order"};
   state.SetLabel(std::string(names[order]) + ", " + std::to_string(work) + " vpdpwssd a line");
 }
 
-BENCHMARK(BM_stream_access_order)->ArgsProduct({{0, 16}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_stream_access_order)->ArgsProduct({{0, 8, 16}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvserve
