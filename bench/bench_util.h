@@ -7,6 +7,7 @@
 #include <new>
 
 #include "util/huge_pages.h"
+#include "util/thread_pool.h"
 
 namespace kvserve {
 
@@ -14,6 +15,13 @@ namespace kvserve {
 inline int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::atoi(v) : fallback;
+}
+
+// The benchmarks' one thread pool. KVS_BENCH_THREADS=N fixes its size (default: all cores); 1
+// gives per-core figures that a busy machine disturbs less.
+inline ThreadPool& bench_pool() {
+  static ThreadPool p(env_int("KVS_BENCH_THREADS", 0));
+  return p;
 }
 
 // A buffer of at least `bytes` on huge pages, as the engine keeps its packed weights and KV arena

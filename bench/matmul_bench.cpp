@@ -24,16 +24,11 @@
 namespace kvserve {
 namespace {
 
-constexpr int64_t kRows = 3072;
-constexpr int64_t kCols = 1152;  // k-quant types use 1280, the nearest multiple of 256
-static_assert(kCols % 32 == 0);
-
-// KVS_BENCH_THREADS=N fixes the pool size (default: all cores); 1 gives per-core figures that a
-// busy machine disturbs less.
-ThreadPool& pool() {
-  static ThreadPool p(env_int("KVS_BENCH_THREADS", 0));
-  return p;
-}
+// The weight matrix of every benchmark here: kRows x kCols (3072 x 1152 unless
+// KVS_BENCH_ROWS / KVS_BENCH_COLS say otherwise, e.g. 576 x 576 for smollm-135m's wo: a model's
+// own shapes, whose calls are shorter, so each call's fixed costs weigh more).
+const int64_t kRows = env_int("KVS_BENCH_ROWS", 3072);
+const int64_t kCols = env_int("KVS_BENCH_COLS", 1152);  // k-quant types round up to a multiple of 256
 
 struct Weights {
   std::vector<uint8_t> bytes;
@@ -76,8 +71,11 @@ Weights make_weights(GgmlType t, int64_t cols, uint32_t seed = 42) {
   return out;
 }
 
-// k-quants need whole 256-element super-blocks.
-int64_t bench_cols(GgmlType t) { return ggml_block_size(t) == 256 ? 1280 : kCols; }
+// Whole blocks of t (the k-quants' super-blocks are 256 elements: 1152 becomes 1280).
+int64_t bench_cols(GgmlType t) {
+  const int64_t b = ggml_block_size(t);
+  return (kCols + b - 1) / b * b;
+}
 
 // args: {ggml type id, m, packed} (packed 1: the matrix repacked for the dispatched table as the
 // loader does, where that table has a packed layout for the type)
@@ -99,7 +97,7 @@ void BM_matmul(benchmark::State& state) {
     pack_weight(k, &w.w, reinterpret_cast<void*>((a + 63) & ~uintptr_t(63)));
   }
   for (auto _ : state) {
-    matmul(w.w, x.data(), m, y.data(), &pool());
+    matmul(w.w, x.data(), m, y.data(), &bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(ggml_type_name(t)) + (packed_bytes.empty() ? "" : " packed"));
@@ -159,7 +157,7 @@ void BM_matmul_stream(benchmark::State& state) {
   for (auto& v : x) v = dist(rng);
   for (auto _ : state) {
     for (int i = 0; i < kCopies; ++i)
-      matmul(ms[size_t(i)], x.data(), m, y.data(), &pool(), {&ms[size_t((i + 1) % kCopies)], 1});
+      matmul(ms[size_t(i)], x.data(), m, y.data(), &bench_pool(), {&ms[size_t((i + 1) % kCopies)], 1});
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(ggml_type_name(t)) + " packed, " + std::to_string(kCopies) + " copies");
@@ -238,7 +236,7 @@ void BM_smollm_layer(benchmark::State& state) {
     pack_weight(k, &w, reinterpret_cast<void*>((a + 63) & ~uintptr_t(63)));
   }
   for (auto _ : state) {
-    for (const auto& w : mats) matmul_with_kernels(k, w, x.data(), m, y.data(), &pool());
+    for (const auto& w : mats) matmul_with_kernels(k, w, x.data(), m, y.data(), &bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(k.name) + (encoding == 0 ? " q8_0" : " q4_k_m") +
