@@ -102,6 +102,10 @@ const uint8_t* prepare_activations(const KernelTable& kernels, const WeightMatri
   // The table's wide quantizer when it has one (bit-identical to convert_activation_row).
   const QuantizeActFn quantize = kernels.quantize_act[int(activation_type(w.type))];
   auto convert = [&](int64_t i0, int64_t i1, int) {
+    if (pk != nullptr && pk->quantize_pack_acts != nullptr) {  // one pass, the same bytes
+      pk->quantize_pack_acts(x + i0 * n, i1 - i0, n, packed + size_t(i0) * ps, ps);
+      return;
+    }
     for (int64_t i = i0; i < i1; ++i) {
       if (quantize != nullptr) {
         quantize(x + i * n, buf + size_t(i) * xs, n);

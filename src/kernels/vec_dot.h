@@ -72,6 +72,9 @@ struct PackedKernels {
   // output matrix's packed copy, which every decode step streams, instead of a copy of its own.
   // Null where the layout has no row reader (the k-quants, the AVX-512 BF16 pairs).
   void (*unpack_row)(const void* group, int64_t cols, int r, float* out);
+  // Optional (null: quantize_act then pack_acts): m f32 activation rows (cols apart) straight to
+  // rearranged rows (dst_stride apart), bit for bit what those two steps give, in one pass.
+  void (*quantize_pack_acts)(const float* x, int64_t m, int64_t cols, void* dst, size_t dst_stride) = nullptr;
 };
 
 // Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit

@@ -326,6 +326,50 @@ TEST(PackedMatmul, MatchesFileLayoutAndIsBatchAndThreadInvariant) {
   if (!any) GTEST_SKIP() << "no kernel table on this CPU has a packed layout";
 }
 
+// A table's one-pass activation quantizer (PackedKernels::quantize_pack_acts) writes the bytes of
+// its two steps, quantize_act (or convert_activation_row) then pack_acts, padding included: rows
+// with zero blocks, a block whose largest magnitude is negative, values that round to +-127 and
+// tiny ones, at widths of 1 to 49 blocks.
+TEST(PackedMatmul, OnePassActivationQuantizerEqualsItsTwoSteps) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  int checked = 0;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    for (GgmlType t : kWeightTypes) {
+      const PackedKernels& pk = k.packed[int(t)];
+      if (pk.gemm == nullptr || pk.quantize_pack_acts == nullptr) continue;
+      const GgmlType at = activation_type(t);
+      for (int64_t cols : {32, 576, 1536, 1568}) {
+        for (int64_t m : {1, 3, 8, 9}) {
+          std::vector<float> x(size_t(m * cols));
+          for (auto& v : x) v = gauss(rng) * 3.0f;
+          for (int64_t b = 0; b < m * cols / 32; b += 5)
+            std::fill_n(&x[size_t(b * 32)], 32, 0.0f);                                   // zero blocks
+          for (int64_t b = 1; b < m * cols / 32; b += 7) x[size_t(b * 32 + 3)] = -1e4f;  // negative largest
+          for (int64_t b = 2; b < m * cols / 32; b += 11)
+            for (int e = 0; e < 32; ++e) x[size_t(b * 32 + e)] = 1e-30f * float(e - 16);  // tiny values
+          const size_t xs = activation_row_bytes(t, cols), ps = pk.act_bytes(cols) + 64;
+          std::vector<uint8_t> blocks(xs * size_t(m)), two(ps * size_t(m), 0xCD), one(ps * size_t(m), 0xEF);
+          for (int64_t i = 0; i < m; ++i) {
+            if (k.quantize_act[int(at)] != nullptr)
+              k.quantize_act[int(at)](&x[size_t(i * cols)], &blocks[size_t(i) * xs], cols);
+            else
+              convert_activation_row(t, &x[size_t(i * cols)], &blocks[size_t(i) * xs], cols);
+          }
+          pk.pack_acts(blocks.data(), xs, m, cols, two.data(), ps);
+          pk.quantize_pack_acts(x.data(), m, cols, one.data(), ps);
+          ASSERT_EQ(0, std::memcmp(one.data(), two.data(), one.size()))
+              << k.name << " " << ggml_type_name(t) << " cols " << cols << " m " << m;
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no table here has a one-pass activation quantizer";
+}
+
 void multi_across_packed_types(const KernelTable& k) {
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0};
   std::vector<RandomWeights> raw;
