@@ -1,15 +1,16 @@
 // AVX-512 (F + BW + VL + VNNI) kernels: register-blocked GEMM tiles and the single-row dot products
 // of the formats that prefill and decode spend their time in (Q8_0, Q4_0, Q5_0 weights against
-// q8_0 activations; Q4_K, Q6_K against q8_K). Compiled with -mavx512* flags (CMakeLists.txt); only reached through
-// the "avx512" table, which dispatch.cpp selects only when cpuid reports every flag used here.
-// Also: the decode-sized (1 to 3 activation rows) paths with more weight rows per pass and
-// prefetch (legacy_rows_small, the kPrefetch tiles), and the q8_0 / q8_K activation quantizers
+// q8_0 activations; Q4_K, Q6_K against q8_K). Compiled with -mavx512* flags (CMakeLists.txt); only reached
+// through the "avx512" table, which dispatch.cpp selects only when cpuid reports every flag used here. Also:
+// the decode-sized (1 to 3 activation rows) paths with more weight rows per pass and prefetch
+// (legacy_rows_small, the kPrefetch tiles), and the q8_0 / q8_K activation quantizers
 // (KernelTable::quantize_act) at the end of the file.
 //
 // This file must not call any non-static inline function or template from a shared header
 // (util/half.h, tensor/block_formats.h, <algorithm>, ...): the linker keeps one copy of each such
 // function for the whole program, and the copy compiled here would hold AVX-512 instructions that
-// an AVX2-only CPU cannot run. Everything below is in an anonymous namespace or an intrinsic.
+// an AVX2-only CPU cannot run. Everything below is in an anonymous namespace (this file's or that
+// of an internal header such as q8_0_block_avx512.h) or an intrinsic.
 //
 // Arithmetic (the same for every tile shape, which is what makes a row's result independent of
 // its batch-mates): blocks are taken in pairs, 64 elements = one zmm of bytes, block 2p in bytes
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/q8_0_block_avx512.h"
 #include "kernels/vec_dot.h"
 #include "tensor/block_formats.h"
 
@@ -433,14 +435,10 @@ float dot(int64_t n, const void* w, const void* x) {
 void quantize_q8_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(dst);
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
-    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    const float d = amax / 127.0f;
-    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16),
-                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
-    y[b].d = uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT), 0));
+    const Q8_0Block q = quantize_q8_0_block(x);  // q8_0_block_avx512.h
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(q.lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16), _mm512_cvtsepi32_epi8(q.hi));
+    y[b].d = q.d;
   }
 }
 

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "kernels/packed_avx512_common.h"
+#include "kernels/q8_0_block_avx512.h"
 
 namespace kvserve {
 
@@ -99,10 +100,9 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
 }
 
 // quantize_q8_0 (gemm_avx512.cpp) then q8_pack_acts (packed_layout.h) in one pass: per block the
-// same max-abs, the same scalar d and 127 / amax, the same rounded products and saturating
-// narrowing, so the codes are the same bytes; dx is the f16 d widened back (as q8_pack_acts reads
-// it) and sum the codes' sum, taken from the int32 codes clamped as the narrowing clamps them. It
-// skips the q8_0 blocks in between: at 8 rows the two steps cost ~2 us per matmul call on the
+// same quantize_q8_0_block and saturating narrowing, so the codes are the same bytes; dx is the f16 d widened
+// back (as q8_pack_acts reads it) and sum the codes' sum, taken from the int32 codes clamped as the narrowing
+// clamps them. It skips the q8_0 blocks in between: at 8 rows the two steps cost ~2 us per matmul call on the
 // calling thread while the other threads wait (docs/benchmarks.md).
 void q8_quantize_pack(const float* x, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
   const int64_t nb = cols / kQK;
@@ -113,19 +113,14 @@ void q8_quantize_pack(const float* x, int64_t m, int64_t cols, void* dst, size_t
     auto* dx = reinterpret_cast<float*>(row + nb * kQK);
     auto* sum = reinterpret_cast<int32_t*>(row + nb * (kQK + 4));
     for (int64_t b = 0; b < nb; ++b) {
-      const __m512 lo = _mm512_loadu_ps(xr + b * kQK), hi = _mm512_loadu_ps(xr + b * kQK + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-      const float d = amax / 127.0f;
-      const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-      const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, id)),
-                    qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, id));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b * kQK), _mm512_cvtsepi32_epi8(qlo));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b * kQK + 16), _mm512_cvtsepi32_epi8(qhi));
+      const Q8_0Block q = quantize_q8_0_block(xr + b * kQK);  // q8_0_block_avx512.h
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b * kQK), _mm512_cvtsepi32_epi8(q.lo));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row + b * kQK + 16), _mm512_cvtsepi32_epi8(q.hi));
       const __m512i lim_lo = _mm512_set1_epi32(-128), lim_hi = _mm512_set1_epi32(127);
-      const __m512i clo = _mm512_max_epi32(_mm512_min_epi32(qlo, lim_hi), lim_lo);
-      const __m512i chi = _mm512_max_epi32(_mm512_min_epi32(qhi, lim_hi), lim_lo);
+      const __m512i clo = _mm512_max_epi32(_mm512_min_epi32(q.lo, lim_hi), lim_lo);
+      const __m512i chi = _mm512_max_epi32(_mm512_min_epi32(q.hi, lim_hi), lim_lo);
       sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(clo, chi));
-      dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT)));
+      dx[b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(q.d)));
     }
     std::memset(row + used, 0, dst_stride - used);
   }

@@ -95,14 +95,16 @@ const uint8_t* prepare_activations(const KernelTable& kernels, const WeightMatri
     return reinterpret_cast<const uint8_t*>(x);
   }
   const size_t xs = activation_row_bytes(w.type, n);
-  uint8_t* buf = activation_scratch(xs * size_t(m));
   const PackedKernels* pk = packed_kernels(kernels, w);
+  const bool one_pass = pk != nullptr && pk->quantize_pack_acts != nullptr;
+  // The rows in activation_type: the result, or (packed) pack_acts' input; none in one pass.
+  uint8_t* buf = one_pass ? nullptr : activation_scratch(xs * size_t(m));
   const size_t ps = pk != nullptr ? pk->act_bytes(n) : 0;
   uint8_t* packed = pk != nullptr ? activation_scratch(ps * size_t(m), 1) : nullptr;
   // The table's wide quantizer when it has one (bit-identical to convert_activation_row).
   const QuantizeActFn quantize = kernels.quantize_act[int(activation_type(w.type))];
   auto convert = [&](int64_t i0, int64_t i1, int) {
-    if (pk != nullptr && pk->quantize_pack_acts != nullptr) {  // one pass, the same bytes
+    if (one_pass) {  // the same bytes as the two steps below
       pk->quantize_pack_acts(x + i0 * n, i1 - i0, n, packed + size_t(i0) * ps, ps);
       return;
     }
