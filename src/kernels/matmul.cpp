@@ -138,7 +138,9 @@ void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint
   if (const PackedKernels* pk = packed_kernels(kernels, w)) {
     const size_t gb = pk->group_bytes(n);
     const int64_t g0 = r0 / kPackedRows, g1 = r1 / kPackedRows;
-    const int64_t tile = m <= kSmallBatch ? g1 - g0 : std::max<int64_t>(1, int64_t(kPackedTileBytes / gb));
+    const int64_t tile = m <= std::max(kSmallBatch, pk->whole_range_rows)
+                             ? g1 - g0
+                             : std::max<int64_t>(1, int64_t(kPackedTileBytes / gb));
     const uint8_t* wp = static_cast<const uint8_t*>(w.packed);
     for (int64_t t0 = g0; t0 < g1; t0 += tile) {
       const int64_t ng = std::min(g1, t0 + tile) - t0;

@@ -75,6 +75,10 @@ struct PackedKernels {
   // Optional (null: quantize_act then pack_acts): m f32 activation rows (cols apart) straight to
   // rearranged rows (dst_stride apart), bit for bit what those two steps give, in one pass.
   void (*quantize_pack_acts)(const float* x, int64_t m, int64_t cols, void* dst, size_t dst_stride) = nullptr;
+  // Calls of at most this many activation rows (0: none beyond matmul's decode size) multiply them
+  // in one pass over the weights, however many groups they get, and pay a set-up per call: matmul
+  // hands each claimed range to one call instead of one call per tile of groups.
+  int64_t whole_range_rows = 0;
 };
 
 // Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit
