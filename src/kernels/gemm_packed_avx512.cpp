@@ -24,7 +24,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/packed_avx512_common.h"
 #include "kernels/q8_0_block_avx512.h"
@@ -92,47 +91,21 @@ void groups(int64_t nb, const uint8_t* w, size_t gb, int64_t ng, const Q8ActRow*
   for (int64_t g = 0; g < ng; ++g) group_tile<F, NC, kSingleRowHints>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
 }
 
-// A tile of NC >= 4 activation rows interleaved block by block, so that a group's pass reads
-// every row's codes, block sum and scale through one pointer and constant offsets. Per block b,
-// at b * tile_block_bytes(NC):
-//   q [NC][32] s8 | bias [NC] i32 (-kBias * the block's code sum) | dx [NC] f32
-// Why: with one pointer per row (Q8ActRow: codes, scales and sums of 8 rows are 24 pointers) GCC
-// ran out of registers in the 8-row tile, reloaded pointers from the stack every block and kept
-// the accumulators in memory: ~250 G multiply-adds per second per core in L1/L2 on the Zen 5 VM,
-// about half of what its two vpdpbusd per cycle could do; interleaved ~305 (BM_packed_kernel).
-template <int NC>
-constexpr size_t tile_block_bytes() {
-  return size_t(NC) * (kQK + 8);
-}
-
+// group_tile over an interleaved tile (Q8Tile, packed_layout.h): the same operations in the same
+// order, so the same bits. The kernel itself with 8 rows in L1/L2 on the Zen 5 VM: ~250 G
+// multiply-adds per second per core through Q8ActRow (its pointers spilled), ~305 through the tile
+// (BM_packed_kernel).
 template <typename F, int NC>
-void interleave_tile(int64_t nb, const Q8ActRow* a, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* blk = dst + size_t(b) * tile_block_bytes<NC>();
-    auto* bias = reinterpret_cast<int32_t*>(blk + NC * kQK);
-    auto* dx = reinterpret_cast<float*>(blk + NC * (kQK + 4));
-    for (int k = 0; k < NC; ++k) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + k * kQK),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[k].q + b * kQK)));
-      bias[k] = -F::kBias * a[k].sum[b];
-      dx[k] = a[k].dx[b];
-    }
-  }
-}
-
-// group_tile over an interleaved tile: the same operations in the same order, so the same bits.
-template <typename F, int NC>
-void group_tile_interleaved(int64_t nb, const uint8_t* w, const uint8_t* t, float* y, size_t ys) {
+void group_tile_interleaved(int64_t nb, const uint8_t* w, Q8Tile<NC> tile, float* y, size_t ys) {
   using L = GroupLayout<F>;
   constexpr size_t kAhead = kWeightHintBytes;
   __m512 acc[NC];
 #pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, t += tile_block_bytes<NC>()) {
-    const auto* q = reinterpret_cast<const int8_t*>(t);
+  for (int64_t b = 0; b < nb; ++b) {
     __m512i s[NC];
 #pragma GCC unroll 16
-    for (int k = 0; k < NC; ++k) s[k] = _mm512_set1_epi32(load_i32(q + NC * kQK + 4 * k));
+    for (int k = 0; k < NC; ++k) s[k] = _mm512_set1_epi32(tile.bias(k, b));
     const int hint_lines = L::hint_lines(nb, b);
     __m512i v[8];
     unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
@@ -141,15 +114,15 @@ void group_tile_interleaved(int64_t nb, const uint8_t* w, const uint8_t* t, floa
       if (j < hint_lines) L::template hint_line<kAhead>(w, nb, b, j);
 #pragma GCC unroll 16
       for (int k = 0; k < NC; ++k)
-        s[k] = _mm512_dpbusd_epi32(s[k], v[j], _mm512_set1_epi32(load_i32(q + k * kQK + 4 * j)));
+        s[k] = _mm512_dpbusd_epi32(s[k], v[j], _mm512_set1_epi32(load_i32(tile.q(k, b) + 4 * j)));
     }
     for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAhead>(w, nb, b, j);
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(w, nb, b))));
-    const auto* dx = reinterpret_cast<const float*>(t + NC * (kQK + 4));
 #pragma GCC unroll 16
     for (int k = 0; k < NC; ++k)
-      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[k])), _mm512_cvtepi32_ps(s[k]), acc[k]);
+      acc[k] =
+          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tile.dx(k, b))), _mm512_cvtepi32_ps(s[k]), acc[k]);
   }
 #pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
@@ -166,13 +139,11 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
     // 4 groups 2,887 against 3,134), so a call of one group keeps the rows as they are.
     if constexpr (NC >= 4) {
       if (ng >= 2) {
-        // [nb][tile_block_bytes<NC>()], this thread's, grown to the widest rows seen.
-        thread_local std::vector<uint8_t> buf;
-        if (buf.size() < size_t(nb) * tile_block_bytes<NC>()) buf.resize(size_t(nb) * tile_block_bytes<NC>());
-        interleave_tile<F, NC>(nb, a, buf.data());
-        for (int64_t g = 0; g < ng; ++g)
-          group_tile_interleaved<F, NC>(nb, static_cast<const uint8_t*>(w) + size_t(g) * gb, buf.data(),
-                                        yk + g * kRows, ys);
+        with_q8_tile<F, NC>(nb, a, [&](Q8Tile<NC> tile) {
+          for (int64_t g = 0; g < ng; ++g)
+            group_tile_interleaved<F, NC>(nb, static_cast<const uint8_t*>(w) + size_t(g) * gb, tile,
+                                          yk + g * kRows, ys);
+        });
         return;
       }
     }

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/vec_dot.h"
 #include "tensor/block_formats.h"
@@ -350,6 +351,65 @@ inline void for_each_q8_tile(int64_t cols, const void* x, size_t x_stride, int64
     for (int k = 0; k < decltype(width)::value; ++k) a[k] = q8_act_row(rows[k], nb);
     fn(width, static_cast<const Q8ActRow*>(a), yk);
   });
+}
+
+// ---- interleaved activation tiles ----
+//
+// A tile of NC rearranged activation rows (Q8ActRow) copied block by block into one buffer, for
+// GEMM kernels that would otherwise hold three pointers per row (codes, scales, sums): with a
+// tile of 8 rows GCC spilled those 24 pointers and kept the accumulators in memory
+// (gemm_packed_avx512.cpp, docs/benchmarks.md "Interleaved activation tiles"). Per block b, at
+// b * q8_tile_block_bytes<NC>():
+//   q [NC][32] s8 | bias [NC] i32 (-F::kBias * the block's code sum) | dx [NC] f32
+template <int NC>
+constexpr size_t q8_tile_block_bytes() {
+  return size_t(NC) * (kQK + 8);
+}
+
+// The accessors the legacy-quant kernels read activations through: row k's codes, its block
+// bias (-F::kBias * sum) and scale for block b; Q8Rows over the rows themselves, Q8Tile over an
+// interleaved tile (one pointer and constant offsets).
+template <typename F>
+struct Q8Rows {
+  const Q8ActRow* a;
+  const int8_t* q(int k, int64_t b) const { return a[k].q + b * kQK; }
+  int32_t bias(int k, int64_t b) const { return -F::kBias * a[k].sum[b]; }
+  float dx(int k, int64_t b) const { return a[k].dx[b]; }
+};
+
+template <int NC>
+struct Q8Tile {
+  const uint8_t* t;
+  const uint8_t* block(int64_t b) const { return t + size_t(b) * q8_tile_block_bytes<NC>(); }
+  const int8_t* q(int k, int64_t b) const { return reinterpret_cast<const int8_t*>(block(b) + k * kQK); }
+  int32_t bias(int k, int64_t b) const {
+    int32_t v;
+    std::memcpy(&v, block(b) + NC * kQK + 4 * k, 4);
+    return v;
+  }
+  float dx(int k, int64_t b) const {
+    float v;
+    std::memcpy(&v, block(b) + NC * (kQK + 4) + 4 * k, 4);
+    return v;
+  }
+};
+
+// fn(Q8Tile<NC>) over the NC rows a[0..NC) of nb blocks interleaved into this thread's buffer
+// ([nb][q8_tile_block_bytes<NC>()], grown to the widest rows seen, reused).
+template <typename F, int NC, typename Fn>
+inline void with_q8_tile(int64_t nb, const Q8ActRow* a, Fn&& fn) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < size_t(nb) * q8_tile_block_bytes<NC>()) buf.resize(size_t(nb) * q8_tile_block_bytes<NC>());
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = buf.data() + size_t(b) * q8_tile_block_bytes<NC>();
+    for (int k = 0; k < NC; ++k) {
+      std::memcpy(blk + k * kQK, a[k].q + b * kQK, kQK);
+      const int32_t bias = -F::kBias * a[k].sum[b];
+      std::memcpy(blk + NC * kQK + 4 * k, &bias, 4);
+      std::memcpy(blk + NC * (kQK + 4) + 4 * k, &a[k].dx[b], 4);
+    }
+  }
+  fn(Q8Tile<NC>{buf.data()});
 }
 
 // The table entry of a legacy quant format F with its GEMM.
