@@ -188,7 +188,7 @@ void fill_avx512_packed_kernels(KernelTable* t) {
   t->packed[int(GgmlType::Q5_0)] = legacy_packed_kernels<PackQ5_0, gemm<PackQ5_0>>();
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
     t->packed[int(type)].quantize_pack_acts = q8_quantize_pack;
-    // A call of 4-8 rows interleaves its rows once (interleave_tile), whatever its groups.
+    // A call of 4-8 rows interleaves its rows once (with_q8_tile), whatever its groups.
     t->packed[int(type)].whole_range_rows = kMaxTileCols;
   }
 }

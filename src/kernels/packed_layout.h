@@ -366,17 +366,8 @@ constexpr size_t q8_tile_block_bytes() {
   return size_t(NC) * (kQK + 8);
 }
 
-// The accessors the legacy-quant kernels read activations through: row k's codes, its block
-// bias (-F::kBias * sum) and scale for block b; Q8Rows over the rows themselves, Q8Tile over an
-// interleaved tile (one pointer and constant offsets).
-template <typename F>
-struct Q8Rows {
-  const Q8ActRow* a;
-  const int8_t* q(int k, int64_t b) const { return a[k].q + b * kQK; }
-  int32_t bias(int k, int64_t b) const { return -F::kBias * a[k].sum[b]; }
-  float dx(int k, int64_t b) const { return a[k].dx[b]; }
-};
-
+// A kernel's view of such a tile: row k's codes, its block bias (-F::kBias * sum) and scale for
+// block b, through one pointer and constant offsets.
 template <int NC>
 struct Q8Tile {
   const uint8_t* t;
