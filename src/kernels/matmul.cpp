@@ -19,7 +19,8 @@
 // A matrix packed for the table in use (WeightMatrix::packed, KernelTable::packed) goes through
 // the packed GEMM instead: the converted activation rows are rearranged once per call
 // (PackedKernels::pack_acts), threads take whole groups of kPackedRows rows, and the groups are
-// tiled like the GEMM's rows (~kPackedTileBytes, the whole range for decode-sized calls).
+// tiled like the GEMM's rows (~kPackedTileBytes; the whole range for decode-sized calls and for
+// calls of at most PackedKernels::whole_range_rows rows, whose kernel has a set-up per call).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
