@@ -385,11 +385,18 @@ struct Q8Tile {
   }
 };
 
-// fn(Q8Tile<NC>) over the NC rows a[0..NC) of nb blocks interleaved into this thread's buffer
-// ([nb][q8_tile_block_bytes<NC>()], grown to the widest rows seen, reused).
+// This thread's tile buffer, one per including file for every format and width (grows to the
+// widest tile seen, never shrinks).
+inline std::vector<uint8_t>& q8_tile_scratch() {
+  thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+
+// fn(Q8Tile<NC>) over the NC rows a[0..NC) of nb blocks interleaved into q8_tile_scratch()
+// ([nb][q8_tile_block_bytes<NC>()]).
 template <typename F, int NC, typename Fn>
 inline void with_q8_tile(int64_t nb, const Q8ActRow* a, Fn&& fn) {
-  thread_local std::vector<uint8_t> buf;
+  std::vector<uint8_t>& buf = q8_tile_scratch();
   if (buf.size() < size_t(nb) * q8_tile_block_bytes<NC>()) buf.resize(size_t(nb) * q8_tile_block_bytes<NC>());
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = buf.data() + size_t(b) * q8_tile_block_bytes<NC>();
