@@ -190,6 +190,11 @@ void fill_avx512_packed_kernels(KernelTable* t) {
     t->packed[int(type)].quantize_pack_acts = q8_quantize_pack;
     // A call of 4-8 rows interleaves its rows once (with_q8_tile), whatever its groups.
     t->packed[int(type)].whole_range_rows = kMaxTileCols;
+    // Longer calls (prefill) interleave each 8-row tile once per tile of groups, so tiles larger
+    // than matmul's 48 KiB default pay: smollm-135m Q8_0 prefill 512 2,702-2,733 -> 2,852-2,910
+    // tok/s with 128 KiB (three alternations, Zen 5 VM); the kernel reads the tile's weights from
+    // L2 at ~16 bytes per cycle, well within what L2 delivers.
+    t->packed[int(type)].tile_bytes = 128 * 1024;
   }
 }
 

@@ -19,8 +19,9 @@
 // A matrix packed for the table in use (WeightMatrix::packed, KernelTable::packed) goes through
 // the packed GEMM instead: the converted activation rows are rearranged once per call
 // (PackedKernels::pack_acts), threads take whole groups of kPackedRows rows, and the groups are
-// tiled like the GEMM's rows (~kPackedTileBytes; the whole range for decode-sized calls and for
-// calls of at most PackedKernels::whole_range_rows rows, whose kernel has a set-up per call).
+// tiled like the GEMM's rows (~kPackedTileBytes, or the table's PackedKernels::tile_bytes; the
+// whole range for decode-sized calls and for calls of at most PackedKernels::whole_range_rows
+// rows, whose kernel has a set-up per call).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +39,8 @@ namespace {
 
 constexpr size_t kTileBytes = 16 * 1024;       // weight bytes per tile (fits L1 with room to spare)
 constexpr size_t kGemmTileBytes = 32 * 1024;   // weight bytes per GEMM tile (L1 on current x86 cores)
-constexpr size_t kPackedTileBytes = 48 * 1024; // weight bytes per packed-GEMM tile (at least one group)
+constexpr size_t kPackedTileBytes = 48 * 1024;  // weight bytes per packed-GEMM tile (at least one group;
+                                                // PackedKernels::tile_bytes overrides it)
 constexpr int64_t kGemmActRows = 64;           // activation rows per GEMM call (~40 KiB of q8_0 at 576 cols: L2)
 constexpr int64_t kMinParallelWork = 1 << 16;  // multiply-adds below which threads cost more than they save
 // Decode-sized calls (m <= kSmallBatch): the GEMM kernel streams the whole row range in one call
@@ -78,6 +80,12 @@ uint8_t* activation_scratch(size_t bytes, int slot = 0) {
 const PackedKernels* packed_kernels(const KernelTable& kernels, const WeightMatrix& w) {
   if (w.packed == nullptr || w.packed_for != &kernels) return nullptr;
   return &kernels.packed[int(w.type)];
+}
+
+// Groups (of gb bytes) per tile of a packed GEMM beyond the whole-range sizes: at least one.
+int64_t packed_tile_groups(const PackedKernels& pk, size_t gb) {
+  const size_t bytes = pk.tile_bytes > 0 ? pk.tile_bytes : kPackedTileBytes;
+  return std::max<int64_t>(1, int64_t(bytes / gb));
 }
 
 }  // namespace
@@ -139,9 +147,8 @@ void multiply_rows(const KernelTable& kernels, const WeightMatrix& w, const uint
   if (const PackedKernels* pk = packed_kernels(kernels, w)) {
     const size_t gb = pk->group_bytes(n);
     const int64_t g0 = r0 / kPackedRows, g1 = r1 / kPackedRows;
-    const int64_t tile = m <= std::max(kSmallBatch, pk->whole_range_rows)
-                             ? g1 - g0
-                             : std::max<int64_t>(1, int64_t(kPackedTileBytes / gb));
+    const int64_t tile =
+        m <= std::max(kSmallBatch, pk->whole_range_rows) ? g1 - g0 : packed_tile_groups(*pk, gb);
     const uint8_t* wp = static_cast<const uint8_t*>(w.packed);
     for (int64_t t0 = g0; t0 < g1; t0 += tile) {
       const int64_t ng = std::min(g1, t0 + tile) - t0;
@@ -224,7 +231,7 @@ bool share_one_pass(const KernelTable& kernels, const WeightMatrix* ws, int coun
 int64_t claim_grain(const KernelTable& kernels, const WeightMatrix& w, int64_t m) {
   if (m <= kSmallBatch) return 1;
   if (const PackedKernels* pk = packed_kernels(kernels, w))
-    return std::max<int64_t>(1, int64_t(kPackedTileBytes / pk->group_bytes(w.cols)));
+    return packed_tile_groups(*pk, pk->group_bytes(w.cols));
   if (kernels.gemm[int(w.type)] != nullptr) return std::max<int64_t>(1, int64_t(kGemmTileBytes / w.row_bytes) / kRowUnit);
   return std::max<int64_t>(1, int64_t(kTileBytes / w.row_bytes));
 }

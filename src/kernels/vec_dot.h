@@ -79,6 +79,9 @@ struct PackedKernels {
   // in one pass over the weights, however many groups they get, and pay a set-up per call: matmul
   // hands each claimed range to one call instead of one call per tile of groups.
   int64_t whole_range_rows = 0;
+  // Weight bytes per tile of groups in longer calls (0: matmul's default), each tile multiplied
+  // with all of a call's activation rows before the next.
+  size_t tile_bytes = 0;
 };
 
 // Kernel instruction sets, narrowest first. kAvxVnni is AVX2 plus the VEX-encoded 256-bit
