@@ -53,16 +53,22 @@ constexpr size_t kHintAhead = F::kPaired && NC == 1 && !kSingleRowHints ? 0 : kW
 // sum starts at -kBias * (sum of the activation codes), which undoes the weight codes' bias. With
 // one or two activation rows (decode) the 8 vpdpbusd of a block are split over two integer
 // chains per row so that the chain latency does not bound a memory-streaming loop (exact).
-template <typename F, int NC, bool kSingleRowHints>
-void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_t ys) {
+// Acts: the rows themselves (Q8Rows) or an interleaved tile (Q8Tile, packed_layout.h), the same
+// values: tiles of 4-8 rows read the tile, through one pointer (through Q8ActRow's 24 pointers
+// GCC spilled them and the accumulators: with 8 rows in L1/L2 on the Zen 5 VM ~250 G
+// multiply-adds per second per core against ~305 through the tile, BM_packed_kernel).
+template <typename F, int NC, bool kSingleRowHints, typename Acts>
+void group_tile(int64_t nb, const uint8_t* w, const Acts& a, float* y, size_t ys) {
   constexpr int kChains = NC <= 2 ? 2 : 1;
   using L = GroupLayout<F>;
   __m512 acc[NC];
+#pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i s[kChains][NC];
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) {
-      s[0][k] = _mm512_set1_epi32(-F::kBias * a[k].sum[b]);
+      s[0][k] = _mm512_set1_epi32(a.bias(k, b));
       if constexpr (kChains == 2) s[1][k] = _mm512_setzero_si512();
     }
     // The stream hint's lines spread over the block's code vectors (GroupLayout::hint_line).
@@ -70,62 +76,32 @@ void group_tile(int64_t nb, const uint8_t* w, const Q8ActRow* a, float* y, size_
     const int hint_lines = kAhead > 0 ? L::hint_lines(nb, b) : 0;
     __m512i v[8];
     unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
+#pragma GCC unroll 16
     for (int j = 0; j < 8; ++j) {
       if (j < hint_lines) L::template hint_line<kAhead>(w, nb, b, j);
+#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k)
-        s[j % kChains][k] = _mm512_dpbusd_epi32(s[j % kChains][k], v[j], _mm512_set1_epi32(load_i32(a[k].q + b * kQK + 4 * j)));
+        s[j % kChains][k] =
+            _mm512_dpbusd_epi32(s[j % kChains][k], v[j], _mm512_set1_epi32(load_i32(a.q(k, b) + 4 * j)));
     }
+#pragma GCC unroll 16
     for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAhead>(w, nb, b, j);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(w, nb, b))));
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) {
       __m512i isum = s[0][k];
       if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, s[1][k]);
-      acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[k].dx[b])), _mm512_cvtepi32_ps(isum), acc[k]);
-    }
-  }
-  for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
-}
-
-template <typename F, int NC, bool kSingleRowHints>
-void groups(int64_t nb, const uint8_t* w, size_t gb, int64_t ng, const Q8ActRow* a, float* y, size_t ys) {
-  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC, kSingleRowHints>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
-}
-
-// group_tile over an interleaved tile (Q8Tile, packed_layout.h): the same operations in the same
-// order, so the same bits. The kernel itself with 8 rows in L1/L2 on the Zen 5 VM: ~250 G
-// multiply-adds per second per core through Q8ActRow (its pointers spilled), ~305 through the tile
-// (BM_packed_kernel).
-template <typename F, int NC>
-void group_tile_interleaved(int64_t nb, const uint8_t* w, Q8Tile<NC> tile, float* y, size_t ys) {
-  using L = GroupLayout<F>;
-  constexpr size_t kAhead = kWeightHintBytes;
-  __m512 acc[NC];
-#pragma GCC unroll 16
-  for (int k = 0; k < NC; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512i s[NC];
-#pragma GCC unroll 16
-    for (int k = 0; k < NC; ++k) s[k] = _mm512_set1_epi32(tile.bias(k, b));
-    const int hint_lines = L::hint_lines(nb, b);
-    __m512i v[8];
-    unpack_codes(F{}, L::codes(w, nb, b), L::high(w, nb, b), v);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      if (j < hint_lines) L::template hint_line<kAhead>(w, nb, b, j);
-#pragma GCC unroll 16
-      for (int k = 0; k < NC; ++k)
-        s[k] = _mm512_dpbusd_epi32(s[k], v[j], _mm512_set1_epi32(load_i32(tile.q(k, b) + 4 * j)));
-    }
-    for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAhead>(w, nb, b, j);
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(L::scales(w, nb, b))));
-#pragma GCC unroll 16
-    for (int k = 0; k < NC; ++k)
       acc[k] =
-          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tile.dx(k, b))), _mm512_cvtepi32_ps(s[k]), acc[k]);
+          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.dx(k, b))), _mm512_cvtepi32_ps(isum), acc[k]);
+    }
   }
 #pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, acc[k]);
+}
+
+template <typename F, int NC, bool kSingleRowHints, typename Acts>
+void groups(int64_t nb, const uint8_t* w, size_t gb, int64_t ng, const Acts& a, float* y, size_t ys) {
+  for (int64_t g = 0; g < ng; ++g) group_tile<F, NC, kSingleRowHints>(nb, w + size_t(g) * gb, a, y + g * kRows, ys);
 }
 
 template <typename F, bool kSingleRowHints = true>
@@ -137,17 +113,16 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
     // The interleave costs about what one group's pass saves (BM_packed_kernel, 8 rows, in L1/L2
     // on the Zen 5 VM: at 1,536 columns 1 group 926 against 760 ns, 2 groups 1,578 against 1,593,
     // 4 groups 2,887 against 3,134), so a call of one group keeps the rows as they are.
+    const auto* wb = static_cast<const uint8_t*>(w);
     if constexpr (NC >= 4) {
       if (ng >= 2) {
-        with_q8_tile<F, NC>(nb, a, [&](Q8Tile<NC> tile) {
-          for (int64_t g = 0; g < ng; ++g)
-            group_tile_interleaved<F, NC>(nb, static_cast<const uint8_t*>(w) + size_t(g) * gb, tile,
-                                          yk + g * kRows, ys);
+        with_q8_tile<F, NC>(nb, a, [&](const Q8Tile<NC>& tile) {
+          groups<F, NC, kSingleRowHints>(nb, wb, gb, ng, tile, yk, ys);
         });
         return;
       }
     }
-    groups<F, NC, kSingleRowHints>(nb, static_cast<const uint8_t*>(w), gb, ng, a, yk, ys);
+    groups<F, NC, kSingleRowHints>(nb, wb, gb, ng, Q8Rows<F>{a}, yk, ys);
   });
 }
 

@@ -366,8 +366,17 @@ constexpr size_t q8_tile_block_bytes() {
   return size_t(NC) * (kQK + 8);
 }
 
-// A kernel's view of such a tile: row k's codes, its block bias (-F::kBias * sum) and scale for
-// block b, through one pointer and constant offsets.
+// A kernel's view of activation rows: row k's codes, its block bias (-F::kBias * sum) and scale
+// for block b; Q8Rows through the rows themselves (three pointers per row), Q8Tile through an
+// interleaved tile (one pointer and constant offsets).
+template <typename F>
+struct Q8Rows {
+  const Q8ActRow* a;
+  const int8_t* q(int k, int64_t b) const { return a[k].q + b * kQK; }
+  int32_t bias(int k, int64_t b) const { return -F::kBias * a[k].sum[b]; }
+  float dx(int k, int64_t b) const { return a[k].dx[b]; }
+};
+
 template <int NC>
 struct Q8Tile {
   const uint8_t* t;
