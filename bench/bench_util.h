@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "gguf/types.h"
 #include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
@@ -15,6 +16,12 @@ namespace kvserve {
 inline int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::atoi(v) : fallback;
+}
+
+// cols rounded up to whole blocks of t (the k-quants' super-blocks are 256 elements).
+inline int64_t whole_blocks(GgmlType t, int64_t cols) {
+  const int64_t b = ggml_block_size(t);
+  return (cols + b - 1) / b * b;
 }
 
 // The benchmarks' one thread pool. KVS_BENCH_THREADS=N fixes its size (default: all cores); 1

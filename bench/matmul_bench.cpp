@@ -71,11 +71,8 @@ Weights make_weights(GgmlType t, int64_t cols, uint32_t seed = 42) {
   return out;
 }
 
-// Whole blocks of t (the k-quants' super-blocks are 256 elements: 1152 becomes 1280).
-int64_t bench_cols(GgmlType t) {
-  const int64_t b = ggml_block_size(t);
-  return (kCols + b - 1) / b * b;
-}
+// Whole blocks of t (1152 becomes 1280 for the k-quants).
+int64_t bench_cols(GgmlType t) { return whole_blocks(t, kCols); }
 
 // args: {ggml type id, m, packed} (packed 1: the matrix repacked for the dispatched table as the
 // loader does, where that table has a packed layout for the type)

@@ -4,27 +4,27 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
 
 namespace kvserve {
 namespace {
 
-// args: {ggml type id, groups, activation rows}; cols from KVS_BENCH_COLS (default 576).
+// args: {ggml type id, groups, activation rows}; cols from KVS_BENCH_COLS (default 576, smollm's
+// hidden size), rounded up to whole blocks of the type (768 for the k-quants).
 void BM_packed_kernel(benchmark::State& state) {
   const auto t = GgmlType(state.range(0));
   const int64_t ng = state.range(1), m = state.range(2);
-  const char* c = std::getenv("KVS_BENCH_COLS");
-  const int64_t cols = c != nullptr ? std::atoll(c) : 576;
+  const int64_t cols = whole_blocks(t, env_int("KVS_BENCH_COLS", 576));
   const KernelTable& k = active_kernels();
   const PackedKernels& pk = k.packed[int(t)];
   if (pk.gemm == nullptr || pk.group_bytes(cols) == 0) {
-    state.SkipWithError("no packed layout for this type on this CPU");
+    state.SkipWithError("no packed layout for this type and width on this CPU");
     return;
   }
   const int64_t rows = ng * kPackedRows;
