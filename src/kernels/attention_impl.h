@@ -47,8 +47,9 @@ static inline void prefetch_line(const uint8_t* p) {
   }
 }
 
-// Whether the wide attention paths hint K/V into L1 (prefetch_line<true>) on this CPU: AMD family
-// 0x1A (Zen 5), where it was measured faster; L2 elsewhere. Read once.
+// Whether the wide attention paths (the row kernels and the tiled one) hint K/V into L1
+// (prefetch_line<true>) on this CPU: AMD family 0x1A (Zen 5), where it was measured faster; L2
+// elsewhere. Read once.
 bool attention_l1_hints();
 
 // Hints the rows of up to `count` positions from `pos` (clipped to its block and to `end`).

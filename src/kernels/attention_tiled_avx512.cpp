@@ -140,10 +140,10 @@ inline void dot_quads(__m512i& acc, __m512i a, const int32_t* p) {
 // The tile's 16 unscaled scores for G query heads (K tile-head kt, q4_0 when Q4 else q8_0).
 // (Both per-tile functions are forced inline: GCC otherwise calls them out of line, passing the
 // tile's vectors through memory, ~1.6x slower in L2.)
-// ahead (nullptr: none): a tile-head whose lines are hinted into L2 one per step of the loop, so
-// the hints spread over the work (a burst of 17 hints per tile was ~10% slower from memory:
-// the fill buffers they hold stall the loads behind them).
-template <int G, bool Q4>
+// ahead (nullptr: none): a tile-head whose lines are hinted (kL1: into L1, else L2; see span_pass)
+// one per step of the loop, so the hints spread over the work (a burst of 17 hints per tile was
+// ~10% slower from memory: the fill buffers they hold stall the loads behind them).
+template <int G, bool Q4, bool kL1>
 [[gnu::always_inline]] inline void tile_scores(const uint8_t* kt, const QueryCodes<Q4>* pq, __m512* out,
                                                const uint8_t* ahead) {
   constexpr int kLines = int(kTileHeadBytes<Q4> / 64);
@@ -163,7 +163,7 @@ template <int G, bool Q4>
       for (int g = 0; g < 2; ++g) {
         __m512i lo, hi;  // dim pairs 16 g + i and 16 g + 8 + i
         nibbles16(kt + 32 * (8 * g + i), &lo, &hi);
-        if (ahead && line < kLines) prefetch_line<false>(ahead + 64 * line++);
+        if (ahead && line < kLines) prefetch_line<kL1>(ahead + 64 * line++);
         for (int h = 0; h < G; ++h) {
           dot_pairs(acc[g][h][0], lo, &pq[h].pair[16 * g + i]);
           dot_pairs(acc[g][h][1], hi, &pq[h].pair[16 * g + 8 + i]);
@@ -175,11 +175,11 @@ template <int G, bool Q4>
         for (int g = 0; g < 2; ++g) {
           const int i = 8 * g + i2 + u;  // dim quad
           const __m512i k = _mm512_loadu_si512(kt + 64 * i);
-          if (ahead && line < kLines) prefetch_line<false>(ahead + 64 * line++);
+          if (ahead && line < kLines) prefetch_line<kL1>(ahead + 64 * line++);
           for (int h = 0; h < G; ++h) dot_quads(acc[g][h][u], k, &pq[h].quad[i]);
         }
   }
-  for (; ahead && line < kLines; ++line) prefetch_line<false>(ahead + 64 * line);
+  for (; ahead && line < kLines; ++line) prefetch_line<kL1>(ahead + 64 * line);
   const uint8_t* scales = kt + kKvTile * kCodeBytes<Q4>;
   const __m512 d0 = f16x16(scales), d1 = f16x16(scales + 32);
   for (int h = 0; h < G; ++h) {
@@ -193,8 +193,8 @@ template <int G, bool Q4>
 // acc[h][0..64) += sum over the span's n tiles and their slots of p[i][h][slot] * V (V
 // tile-heads vt[i], q4_0 when Q4 else q8_0); p is 0 in the slots outside each tile's `valid`
 // (their scales and codes may be anything: the scales are masked too). ahead[i]: tile-head to
-// hint into L2 while tile i is read (nullptr: none).
-template <int G, bool Q4>
+// hint (as tile_scores's) while tile i is read (nullptr: none).
+template <int G, bool Q4, bool kL1>
 [[gnu::always_inline]] inline void span_values(const uint8_t* const* vt, const __m512 (*p)[G],
                                                const __mmask16* valid, int n, float* const* acc,
                                                const uint8_t* const* ahead) {
@@ -252,7 +252,7 @@ template <int G, bool Q4>
         for (int g = 0; g < 2; ++g) {
           __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
           nibbles16(v0 + 64 * j + 32 * g, &lo, &hi);
-          if (ahead[i] && line < kLines) prefetch_line<false>(ahead[i] + 64 * line++);
+          if (ahead[i] && line < kLines) prefetch_line<kL1>(ahead[i] + 64 * line++);
           lo = _mm512_sub_epi16(lo, eight);
           hi = _mm512_sub_epi16(hi, eight);
           for (int h = 0; h < G; ++h) {
@@ -265,13 +265,13 @@ template <int G, bool Q4>
       for (int j = 0; j < 8; ++j)
         for (int c = 0; c < 4; ++c) {
           const __m512i v = codes16(v0 + 128 * j + 32 * c);  // dims 16 c.. of slots 2 j, 2 j + 1
-          if (ahead[i] && (c & 1) == 0 && line < kLines) prefetch_line<false>(ahead[i] + 64 * line++);
+          if (ahead[i] && (c & 1) == 0 && line < kLines) prefetch_line<kL1>(ahead[i] + 64 * line++);
           for (int h = 0; h < G; ++h) dot_pairs(ti[h][c], v, &w[h][c / 2][j]);
         }
     }
     for (int h = 0; h < G; ++h)
       for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_add_epi32(ia[h][c], ti[h][c]);
-    for (; ahead[i] && line < kLines; ++line) prefetch_line<false>(ahead[i] + 64 * line);
+    for (; ahead[i] && line < kLines; ++line) prefetch_line<kL1>(ahead[i] + 64 * line);
   }
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) {
@@ -284,7 +284,7 @@ template <int G, bool Q4>
 // One KV head's subgroup of G query heads over the span's tiles [t0, t0 + n) (tile t covers
 // positions [16 t, 16 t + 16) of which [begin, end) count). State: m[G], s[G] (lane-wise sums,
 // [G][16]) and acc[G] rows of 64 floats.
-template <int G, bool K4, bool V4>
+template <int G, bool K4, bool V4, bool kL1>
 void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin, int64_t end,
                int64_t hint_last, bool hint, const QueryCodes<K4>* pq, float scale, float* m, float* s,
                float* const* acc) {
@@ -301,12 +301,16 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     vt[i] = kv.v0 + tile_offset<V4>(kv, t, head);
     const int64_t lo = std::max<int64_t>(begin - 16 * t, 0), hi = std::min<int64_t>(end - 16 * t, 16);
     valid[i] = __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-    // This head's K and V of the tile one span ahead, into L2 (prefetcht1), one line per step of
-    // tile i's K loop (its V loop for V), so the hints stay spread over the work. Measured on the Zen 5 VM
-    // (one thread, K/V from memory: 200-1000 copies of the cache cycled, 3 KV heads x 3 query heads, ns per
-    // (position, KV head)): L2 hints 10.2-13.3 against 11.6-15.7 with L1 hints (which the row
-    // kernels use on this CPU, attention_impl.h); 1 or 3 tiles ahead, or a whole span's tiles
-    // hinted at once, no better; on the Intel Xeon VM 2 or 4 tiles ahead alike, 8 or 12 worse.
+    // This head's K and V of the tile one span ahead, one line per step of tile i's K loop (its V
+    // loop for V), so the hints stay spread over the work; 1 or 3 tiles ahead, or a whole span's
+    // tiles hinted at once, measured no better on the Zen 5 VM, and on the Intel Xeon VM 2 or 4
+    // tiles ahead alike, 8 or 12 worse. Into L1 (kL1, prefetcht0) where attention_l1_hints()
+    // says so (the Zen 5 VM), else into L2 (prefetcht1). One thread from memory on that VM had
+    // measured L2 hints faster (10.2-13.3 against 11.6-15.7 ns per (position, KV head), 200-1000
+    // copies of the cache cycled), but in the engine, two threads and the weights streaming
+    // between layers, L1 hints won: smollm-135m Q8_0 with q8_0 K/V, `kvserve bench --phases`,
+    // eight alternations, attention per step at context 2000 0.89 -> 0.81 ms (medians), at batch
+    // 8 and context 512 1.85 -> 1.73 ms.
     ka[i] = va[i] = nullptr;
     if (hint) {
       const int64_t ta = t + kSpanTiles;
@@ -315,7 +319,7 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
         va[i] = kv.v0 + tile_offset<V4>(kv, ta, head);
       }
     }
-    tile_scores<G, K4>(kt[i], pq, sc[i], ka[i]);
+    tile_scores<G, K4, kL1>(kt[i], pq, sc[i], ka[i]);
     for (int h = 0; h < G; ++h) sc[i][h] = _mm512_mask_mov_ps(neg_inf, valid[i], _mm512_mul_ps(sc[i][h], sv));
   }
   __m512 p[kSpanTiles][G];
@@ -337,23 +341,23 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
       for (int c = 0; c < kHd / 16; ++c)
         _mm512_storeu_ps(acc[h] + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc[h] + 16 * c), csv));
   }
-  span_values<G, V4>(vt, p, valid, n, acc, va);
+  span_values<G, V4, kL1>(vt, p, valid, n, acc, va);
 }
 
-// Hints every head's K and V of tile t (when it exists) into L2: the first span's, before any work.
-template <bool K4, bool V4>
+// Hints every head's K and V of tile t (when it exists): the first span's, before any work.
+template <bool K4, bool V4, bool kL1>
 void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
   if (t > last) return;
   // every head's tile-heads follow head 0's
   const uint8_t* k = kv.k0 + tile_offset<K4>(kv, t, 0);
   const uint8_t* v = kv.v0 + tile_offset<V4>(kv, t, 0);
-  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<K4>; o += 64) prefetch_line<false>(k + o);
-  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<V4>; o += 64) prefetch_line<false>(v + o);
+  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<K4>; o += 64) prefetch_line<kL1>(k + o);
+  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<V4>; o += 64) prefetch_line<kL1>(v + o);
 }
 
 // One range [begin, end) of attend_tiled (at most one attention chunk's, or the whole call's):
 // its states from scratch into partials ([nheads][pf]), with the queries already rounded (pq).
-template <bool K4, bool V4>
+template <bool K4, bool V4, bool kL1>
 void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                         int group, float scale, const QueryCodes<K4>* pqs, std::vector<float>& sums,
                         float* partials, int64_t hint_last) {
@@ -376,10 +380,22 @@ void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int k
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
         switch (G) {
-          case 1: span_pass<1, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 2: span_pass<2, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          case 3: span_pass<3, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
-          default: span_pass<4, K4, V4>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale, part + g0, s, acc); break;
+          case 1:
+            span_pass<1, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
+                                      part + g0, s, acc);
+            break;
+          case 2:
+            span_pass<2, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
+                                      part + g0, s, acc);
+            break;
+          case 3:
+            span_pass<3, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
+                                      part + g0, s, acc);
+            break;
+          default:
+            span_pass<4, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
+                                      part + g0, s, acc);
+            break;
         }
       }
     }
@@ -393,7 +409,7 @@ void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int k
 // The states of [begin, end) into partials ([nheads][pf]), or with `chunked` those of each of its
 // attention chunks into partials + c * nheads * pf: the queries rounded once, the start hinted
 // once, and each chunk's last span hinting the next chunk's first tiles (hint_last spans them all).
-template <bool K4, bool V4>
+template <bool K4, bool V4, bool kL1>
 void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
                   int group, float scale, float* partials, int64_t hint_end, bool chunked) {
   const size_t pf = attention_partial_floats(group, kHd);
@@ -410,14 +426,14 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
   const int64_t hint_last = (std::max(end, hint_end) - 1) / kKvTile;
   {
     const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
-    for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4>(kv, t, last);
+    for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4, kL1>(kv, t, last);
   }
   const int64_t chunks = chunked ? attention_num_chunks(begin, end) : 1;
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t cb = chunked ? attention_chunk_begin(begin, c) : begin;
     const int64_t ce = chunked ? attention_chunk_end(begin, end, c) : end;
-    attend_tiled_range<K4, V4>(kv, cb, ce, kv_head0, nheads, group, scale, pq.data(), sums,
-                               partials + size_t(c) * size_t(nheads) * pf, hint_last);
+    attend_tiled_range<K4, V4, kL1>(kv, cb, ce, kv_head0, nheads, group, scale, pq.data(), sums,
+                                    partials + size_t(c) * size_t(nheads) * pf, hint_last);
   }
 }
 
@@ -432,15 +448,25 @@ bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_
                                   kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
   KVS_ASSERT(sizes_agree, "tiled attention kernel and kv_tiles.h disagree on a tile's size");
   const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
-  if (k4 && v4)
-    attend_tiled<true, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
-  else if (k4)
-    attend_tiled<true, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
-  else if (v4)
-    attend_tiled<false, true>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
+  auto run = [&](auto l1) {
+    constexpr bool kL1 = decltype(l1)::value;
+    if (k4 && v4)
+      attend_tiled<true, true, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
+                                    chunked);
+    else if (k4)
+      attend_tiled<true, false, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
+                                     chunked);
+    else if (v4)
+      attend_tiled<false, true, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
+                                     chunked);
+    else
+      attend_tiled<false, false, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
+                                      chunked);
+  };
+  if (attention_l1_hints())
+    run(std::true_type{});
   else
-    attend_tiled<false, false>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
-                               chunked);
+    run(std::false_type{});
   return true;
 }
 
