@@ -29,14 +29,7 @@ constexpr int kBlocksPerSeq = 12;  // up to 96 positions per sequence
 
 // tiled: the tiled q8_0 layout (kernels/kv_tiles.h), whose tiles need blocks of 16.
 KvStorage make_kv(const Model& m, KvDType dtype, int32_t num_blocks, bool tiled = false) {
-  KvLayout l;
-  l.num_layers = m.hparams().n_layer;
-  l.num_kv_heads = m.hparams().n_head_kv;
-  l.head_dim = m.hparams().head_dim;
-  l.block_size = tiled ? 16 : kBlockSize;
-  l.set_dtype(dtype);
-  l.tiled = tiled;
-  auto kv = KvStorage::create(l, num_blocks);
+  auto kv = KvStorage::create(testing::model_kv_layout(m, tiled ? 16 : kBlockSize, dtype, tiled), num_blocks);
   EXPECT_TRUE(kv.ok());
   return std::move(kv).value();
 }

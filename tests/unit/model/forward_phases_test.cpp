@@ -22,13 +22,7 @@ class ForwardPhasesTest : public ::testing::Test {
     auto m = Model::load(shared_path("models/stories260K.gguf"));
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(m).value();
-    KvLayout l;
-    l.num_layers = model_->hparams().n_layer;
-    l.num_kv_heads = model_->hparams().n_head_kv;
-    l.head_dim = model_->hparams().head_dim;
-    l.block_size = 16;
-    l.set_dtype(KvDType::F32);
-    auto kv = KvStorage::create(l, 4);
+    auto kv = KvStorage::create(testing::model_kv_layout(*model_, 16), 4);
     ASSERT_TRUE(kv.ok()) << kv.status().to_string();
     kv_ = std::make_unique<KvStorage>(std::move(kv).value());
     pass_ = std::make_unique<ForwardPass>(*model_, *kv_, pool_);

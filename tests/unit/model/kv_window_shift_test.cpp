@@ -51,14 +51,8 @@ struct Rig {
   }
   Rig(const Model& m, KvDType dtype, int32_t num_blocks) : Rig(m, RigLayout{dtype}, num_blocks) {}
   static KvStorage make_kv(const Model& m, RigLayout layout, int32_t num_blocks) {
-    KvLayout l;
-    l.num_layers = m.hparams().n_layer;
-    l.num_kv_heads = m.hparams().n_head_kv;
-    l.head_dim = m.hparams().head_dim;
-    l.block_size = layout.block_size();
-    l.set_dtype(layout.dtype);
-    l.tiled = layout.tiled;
-    auto kv = KvStorage::create(l, num_blocks);
+    auto kv = KvStorage::create(testing::model_kv_layout(m, layout.block_size(), layout.dtype, layout.tiled),
+                                num_blocks);
     EXPECT_TRUE(kv.ok());
     return std::move(kv).value();
   }

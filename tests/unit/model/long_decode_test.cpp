@@ -30,14 +30,7 @@ void check(KvDType dtype, bool tiled) {
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const Model& model = **m;
   ASSERT_GE(model.hparams().n_ctx_train, kPrompt + kSteps);
-  KvLayout l;
-  l.num_layers = model.hparams().n_layer;
-  l.num_kv_heads = model.hparams().n_head_kv;
-  l.head_dim = model.hparams().head_dim;
-  l.block_size = kBlockSize;
-  l.set_dtype(dtype);
-  l.tiled = tiled;
-  auto kv = KvStorage::create(l, kBlocks);
+  auto kv = KvStorage::create(testing::model_kv_layout(model, kBlockSize, dtype, tiled), kBlocks);
   ASSERT_TRUE(kv.ok());
   std::vector<int32_t> table(kBlocks);
   for (int b = 0; b < kBlocks; ++b) table[size_t(b)] = kBlocks - 1 - b;

@@ -62,14 +62,23 @@ inline bool read_golden(const std::string& path, GoldenLogits* g) {
   return bool(in);
 }
 
+// The KV cache shape of model m: its layers, KV heads and head dim, with the given block size,
+// element type and layout.
+inline KvLayout model_kv_layout(const Model& m, int block_size, KvDType dtype = KvDType::F32,
+                                bool tiled = false) {
+  KvLayout l;
+  l.num_layers = m.hparams().n_layer;
+  l.num_kv_heads = m.hparams().n_head_kv;
+  l.head_dim = m.hparams().head_dim;
+  l.block_size = block_size;
+  l.set_dtype(dtype);
+  l.tiled = tiled;
+  return l;
+}
+
 // Logits after every prefix of `tokens`, from one prefill over a fresh paged KV cache.
 inline Expected<std::vector<float>> model_logits(const Model& m, const std::vector<int32_t>& tokens) {
-  const ModelHparams& hp = m.hparams();
-  KvLayout layout;
-  layout.num_layers = hp.n_layer;
-  layout.num_kv_heads = hp.n_head_kv;
-  layout.head_dim = hp.head_dim;
-  layout.block_size = 16;
+  const KvLayout layout = model_kv_layout(m, 16);
   const int32_t num_blocks = int32_t((tokens.size() + 15) / 16);
   KVS_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(layout, num_blocks));
   ThreadPool pool(2);
