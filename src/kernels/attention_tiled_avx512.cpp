@@ -379,22 +379,22 @@ void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int k
         float* s = &sums[(size_t(h) * size_t(group) + size_t(g0)) * 16];
         float* acc[kMaxG];
         for (int g = 0; g < G; ++g) acc[g] = part + 2 * group + size_t(g0 + g) * kHd;
+        auto pass = [&](auto g) {
+          span_pass<decltype(g)::value, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0,
+                                                     qh, scale, part + g0, s, acc);
+        };
         switch (G) {
           case 1:
-            span_pass<1, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
-                                      part + g0, s, acc);
+            pass(std::integral_constant<int, 1>{});
             break;
           case 2:
-            span_pass<2, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
-                                      part + g0, s, acc);
+            pass(std::integral_constant<int, 2>{});
             break;
           case 3:
-            span_pass<3, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
-                                      part + g0, s, acc);
+            pass(std::integral_constant<int, 3>{});
             break;
           default:
-            span_pass<4, K4, V4, kL1>(kv, kv_head0 + h, t0, n, begin, end, hint_last, g0 == 0, qh, scale,
-                                      part + g0, s, acc);
+            pass(std::integral_constant<int, 4>{});
             break;
         }
       }
