@@ -4,11 +4,11 @@
 // load costs next to vpdpwssd. The kernels' cycle budgets in docs/benchmarks.md come from here.
 //
 // Each case is one loop of straight-line assembly (fixed registers, so the compiler adds nothing):
-// the accumulators are independent (16 chains, enough to cover vpdpbusd's 4-cycle latency), the
-// loads hit L1 (a 4 KiB buffer). Counter `cycles`: cycles per loop iteration, from a chain of
-// dependent adds timed in the same process (one cycle each) - so it holds at whatever clock the
-// core runs. Needs AVX-512 VNNI (skipped elsewhere); pin the process (taskset -c N) on a VM whose
-// vCPUs run at different speeds.
+// 16 or 24 independent accumulators (enough to cover the dot products' 4-cycle latency), loads
+// from L1 (a 4 KiB buffer). Counter `cycles`: cycles per loop iteration, from a chain of dependent
+// adds timed in the same process (one cycle each) - so it holds at whatever clock the core runs.
+// Needs AVX-512 VNNI (skipped elsewhere); pin the process (taskset -c N) on a VM whose vCPUs run
+// at different speeds.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
