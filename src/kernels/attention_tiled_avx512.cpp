@@ -140,9 +140,12 @@ inline void dot_quads(__m512i& acc, __m512i a, const int32_t* p) {
 // The tile's 16 unscaled scores for G query heads (K tile-head kt, q4_0 when Q4 else q8_0).
 // (Both per-tile functions are forced inline: GCC otherwise calls them out of line, passing the
 // tile's vectors through memory, ~1.6x slower in L2.)
-// ahead (nullptr: none): a tile-head whose lines are hinted (kL1: into L1, else L2; see span_pass)
-// one per step of the loop, so the hints spread over the work (a burst of 17 hints per tile was
-// ~10% slower from memory: the fill buffers they hold stall the loads behind them).
+// ahead: a tile-head whose lines are hinted (kL1: into L1, else L2; see span_pass) one per step of
+// the loop, so the hints spread over the work (a burst of 17 hints per tile was ~10% slower from
+// memory: the fill buffers they hold stall the loads behind them). Never null: with nothing to
+// hint the caller passes the tile being read, so the unrolled loops carry no test per hint (with
+// a null check GCC kept a line counter per loop in stack slots, ~16 scalar loads and stores per
+// V step; BM_paged_attention_group3/2048/3 9.8-10.4 -> 9.4-9.6 us in L2 on the Zen 5 VM).
 template <int G, bool Q4, bool kL1>
 [[gnu::always_inline]] inline void tile_scores(const uint8_t* kt, const QueryCodes<Q4>* pq, __m512* out,
                                                const uint8_t* ahead) {
@@ -159,27 +162,29 @@ template <int G, bool Q4, bool kL1>
       acc[g][h][1] = _mm512_setzero_si512();
     }
   if constexpr (Q4) {
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i)
       for (int g = 0; g < 2; ++g) {
         __m512i lo, hi;  // dim pairs 16 g + i and 16 g + 8 + i
         nibbles16(kt + 32 * (8 * g + i), &lo, &hi);
-        if (ahead && line < kLines) prefetch_line<kL1>(ahead + 64 * line++);
+        prefetch_line<kL1>(ahead + 64 * line++);
         for (int h = 0; h < G; ++h) {
           dot_pairs(acc[g][h][0], lo, &pq[h].pair[16 * g + i]);
           dot_pairs(acc[g][h][1], hi, &pq[h].pair[16 * g + 8 + i]);
         }
       }
   } else {
+#pragma GCC unroll 4
     for (int i2 = 0; i2 < 8; i2 += 2)
       for (int u = 0; u < 2; ++u)
         for (int g = 0; g < 2; ++g) {
           const int i = 8 * g + i2 + u;  // dim quad
           const __m512i k = _mm512_loadu_si512(kt + 64 * i);
-          if (ahead && line < kLines) prefetch_line<kL1>(ahead + 64 * line++);
+          prefetch_line<kL1>(ahead + 64 * line++);
           for (int h = 0; h < G; ++h) dot_quads(acc[g][h][u], k, &pq[h].quad[i]);
         }
   }
-  for (; ahead && line < kLines; ++line) prefetch_line<kL1>(ahead + 64 * line);
+  for (; line < kLines; ++line) prefetch_line<kL1>(ahead + 64 * line);
   const uint8_t* scales = kt + kKvTile * kCodeBytes<Q4>;
   const __m512 d0 = f16x16(scales), d1 = f16x16(scales + 32);
   for (int h = 0; h < G; ++h) {
@@ -193,7 +198,7 @@ template <int G, bool Q4, bool kL1>
 // acc[h][0..64) += sum over the span's n tiles and their slots of p[i][h][slot] * V (V
 // tile-heads vt[i], q4_0 when Q4 else q8_0); p is 0 in the slots outside each tile's `valid`
 // (their scales and codes may be anything: the scales are masked too). ahead[i]: tile-head to
-// hint (as tile_scores's) while tile i is read (nullptr: none).
+// hint (as tile_scores's, never null) while tile i is read.
 template <int G, bool Q4, bool kL1>
 [[gnu::always_inline]] inline void span_values(const uint8_t* const* vt, const __m512 (*p)[G],
                                                const __mmask16* valid, int n, float* const* acc,
@@ -252,7 +257,7 @@ template <int G, bool Q4, bool kL1>
         for (int g = 0; g < 2; ++g) {
           __m512i lo, hi;  // chunks 2 g and 2 g + 1 of slots 2 j, 2 j + 1, as values -8..7
           nibbles16(v0 + 64 * j + 32 * g, &lo, &hi);
-          if (ahead[i] && line < kLines) prefetch_line<kL1>(ahead[i] + 64 * line++);
+          prefetch_line<kL1>(ahead[i] + 64 * line++);
           lo = _mm512_sub_epi16(lo, eight);
           hi = _mm512_sub_epi16(hi, eight);
           for (int h = 0; h < G; ++h) {
@@ -266,7 +271,7 @@ template <int G, bool Q4, bool kL1>
         __m512i v[4];
         for (int c = 0; c < 4; ++c) {
           v[c] = codes16(v0 + 128 * j + 32 * c);  // dims 16 c.. of slots 2 j, 2 j + 1
-          if (ahead[i] && (c & 1) == 0 && line < kLines) prefetch_line<kL1>(ahead[i] + 64 * line++);
+          if ((c & 1) == 0) prefetch_line<kL1>(ahead[i] + 64 * line++);
         }
         // One broadcast of a weight pair serves both 16-dim chunks of its group: every broadcast
         // is a vector load, and with an embedded broadcast per vpdpwssd the step was bound by the
@@ -287,7 +292,7 @@ template <int G, bool Q4, bool kL1>
     }
     for (int h = 0; h < G; ++h)
       for (int c = 0; c < 4; ++c) ia[h][c] = _mm512_add_epi32(ia[h][c], ti[h][c]);
-    for (; ahead[i] && line < kLines; ++line) prefetch_line<kL1>(ahead[i] + 64 * line);
+    for (; line < kLines; ++line) prefetch_line<kL1>(ahead[i] + 64 * line);
   }
   for (int h = 0; h < G; ++h)
     for (int c = 0; c < 4; ++c) {
@@ -327,7 +332,8 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
     // between layers, L1 hints won: smollm-135m Q8_0 with q8_0 K/V, `kvserve bench --phases`,
     // eight alternations, attention per step at context 2000 0.89 -> 0.81 ms (medians), at batch
     // 8 and context 512 1.85 -> 1.73 ms.
-    ka[i] = va[i] = nullptr;
+    ka[i] = kt[i];  // nothing to hint: the tile itself (tile_scores)
+    va[i] = vt[i];
     if (hint) {
       const int64_t ta = t + kSpanTiles;
       if (ta <= hint_last) {
@@ -360,15 +366,17 @@ void span_pass(const PagedKvView& kv, int head, int64_t t0, int n, int64_t begin
   span_values<G, V4, kL1>(vt, p, valid, n, acc, va);
 }
 
-// Hints every head's K and V of tile t (when it exists): the first span's, before any work.
+// Hints the K and V of tile t (when it exists) of the call's heads [kv_head0, kv_head0 + nheads):
+// the first span's, before any work. (Hinting every head's, as it once did, issued 3x the
+// prefetches where a call takes one KV head of smollm's three, as batch 1 does below 4 chunks.)
 template <bool K4, bool V4, bool kL1>
-void hint_tile(const PagedKvView& kv, int64_t t, int64_t last) {
+void hint_tile(const PagedKvView& kv, int64_t t, int64_t last, int kv_head0, int nheads) {
   if (t > last) return;
-  // every head's tile-heads follow head 0's
-  const uint8_t* k = kv.k0 + tile_offset<K4>(kv, t, 0);
-  const uint8_t* v = kv.v0 + tile_offset<V4>(kv, t, 0);
-  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<K4>; o += 64) prefetch_line<kL1>(k + o);
-  for (size_t o = 0; o < size_t(kv.num_kv_heads) * kTileHeadBytes<V4>; o += 64) prefetch_line<kL1>(v + o);
+  // a tile's tile-heads lie head after head
+  const uint8_t* k = kv.k0 + tile_offset<K4>(kv, t, kv_head0);
+  const uint8_t* v = kv.v0 + tile_offset<V4>(kv, t, kv_head0);
+  for (size_t o = 0; o < size_t(nheads) * kTileHeadBytes<K4>; o += 64) prefetch_line<kL1>(k + o);
+  for (size_t o = 0; o < size_t(nheads) * kTileHeadBytes<V4>; o += 64) prefetch_line<kL1>(v + o);
 }
 
 // One range [begin, end) of attend_tiled (at most one attention chunk's, or the whole call's):
@@ -442,7 +450,8 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
   const int64_t hint_last = (std::max(end, hint_end) - 1) / kKvTile;
   {
     const int64_t first = begin / kKvTile, last = (end - 1) / kKvTile;
-    for (int64_t t = first; t < first + kSpanTiles; ++t) hint_tile<K4, V4, kL1>(kv, t, last);
+    for (int64_t t = first; t < first + kSpanTiles; ++t)
+      hint_tile<K4, V4, kL1>(kv, t, last, kv_head0, nheads);
   }
   const int64_t chunks = chunked ? attention_num_chunks(begin, end) : 1;
   for (int64_t c = 0; c < chunks; ++c) {
