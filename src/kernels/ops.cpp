@@ -48,10 +48,19 @@ inline __m256 silu8(__m256 x) {
 }  // namespace
 
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  // Squares are formed in f32 and summed in double, as the reference does; 4 double lanes keep
-  // it fast (the order of double additions is far below f32 resolution).
-  __m256d acc = _mm256_setzero_pd();
+  // Squares are formed in f32 and summed in double, as the reference does; 16 double lanes keep
+  // it fast (the order of double additions is far below f32 resolution: f32 squares carry 24
+  // significant bits, so the double sums are exact unless the squares span more than 2^29).
+  // Four chains, not one: one chain of dependent vaddpd took ~0.17 us per 576-value row, the
+  // serial norms of a batch-8 decode step ~2.8 us per layer on the engine thread.
+  __m256d acc4[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; ++k) {
+      const __m128 v = _mm_loadu_ps(x + i + 4 * k);
+      acc4[k] = _mm256_add_pd(acc4[k], _mm256_cvtps_pd(_mm_mul_ps(v, v)));
+    }
+  __m256d acc = _mm256_add_pd(_mm256_add_pd(acc4[0], acc4[1]), _mm256_add_pd(acc4[2], acc4[3]));
   for (; i + 4 <= n; i += 4) {
     const __m128 v = _mm_loadu_ps(x + i);
     acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm_mul_ps(v, v)));

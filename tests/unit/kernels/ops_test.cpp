@@ -45,6 +45,25 @@ TEST(Ops, RmsnormMatchesDouble) {
   EXPECT_EQ(x, want);
 }
 
+// rmsnorm sums its squares in 16 double lanes; one chain of 4 lanes (what it did before, as the
+// reference's order is also a plain left-to-right sum) gives the same floats: f32 squares summed
+// in double are exact while they span less than 2^29, as model activations do.
+TEST(Ops, RmsnormSumOrderDoesNotShow) {
+  for (size_t n : {20u, 576u, 896u, 1536u, 2048u}) {
+    const auto x = random_vector(n, 11 + uint32_t(n), 2.0f), w = random_vector(n, 12);
+    double lane[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (size_t l = 0; l < 4; ++l) lane[l] += double(x[i + l] * x[i + l]);
+    double sum = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+    for (; i < n; ++i) sum += double(x[i] * x[i]);
+    const float s = 1.0f / std::sqrt(float(sum / double(n)) + 1e-5f);
+    std::vector<float> out(n);
+    rmsnorm(x.data(), w.data(), int64_t(n), 1e-5f, out.data());
+    for (size_t j = 0; j < n; ++j) ASSERT_EQ(out[j], (x[j] * s) * w[j]) << n << " " << j;
+  }
+}
+
 TEST(Ops, SoftmaxMatchesDouble) {
   for (size_t n : {1u, 5u, 1000u}) {
     auto x = random_vector(n, 4, 5.0f);
