@@ -22,13 +22,15 @@
 // tiled like the GEMM's rows (~kPackedTileBytes, or the table's PackedKernels::tile_bytes; the
 // whole range for decode-sized calls and for calls of at most PackedKernels::whole_range_rows
 // rows, whose kernel has a set-up per call).
+#include "kernels/matmul.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <vector>
 
-#include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
 #include "util/thread_pool.h"
@@ -302,6 +304,41 @@ void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* w
       claim_grain(kernels, ws[0], m), next.count > 0 ? &hint : nullptr);
 }
 
+void matmul_swiglu_with_kernels(const KernelTable& kernels, const WeightMatrix& pair, const float* x,
+                                int64_t m, float* g, float* scratch, ThreadPool* pool,
+                                const NextWeights& next) {
+  if (m <= 0 || pair.rows <= 0) return;
+  check_matrix(pair);
+  if (packed_kernels(kernels, pair) == nullptr || pair.rows % (2 * kPackedRows) != 0)
+    fail("matmul_swiglu: not a gate/up pair packed for this kernel table", pair);
+  // A unit is one group of each: 16 columns of g, 32 rows of the pair.
+  constexpr int64_t kUnitRows = 2 * kPackedRows;
+  const int64_t rows = pair.rows, f = rows / 2, units = rows / kUnitRows;
+  const bool parallel =
+      pool != nullptr && pool->num_threads() > 1 && rows * pair.cols * m >= kMinParallelWork;
+  size_t x_stride = 0;
+  const uint8_t* xq = prepare_activations(kernels, pair, x, m, pool, parallel, &x_stride);
+  auto run = [&](int64_t u0, int64_t u1, int) {
+    multiply_rows(kernels, pair, xq, x_stride, m, scratch, u0 * kUnitRows, u1 * kUnitRows);
+    for (int64_t i = 0; i < m; ++i)
+      swiglu_pairs16(scratch + size_t(i * rows + u0 * kUnitRows), u1 - u0,
+                     g + size_t(i * f + u0 * kPackedRows));
+  };
+  if (!parallel) {
+    run(0, units, 0);
+    return;
+  }
+  const NextWeightsHint next_hint{next, m, pool};
+  const ThreadPool::AfterFn hint = std::cref(next_hint);
+  pool->parallel_for(units, run, std::max<int64_t>(1, claim_grain(kernels, pair, m) / 2),
+                     next.count > 0 ? &hint : nullptr);
+}
+
+void matmul_swiglu(const WeightMatrix& pair, const float* x, int64_t m, float* g, float* scratch,
+                   ThreadPool* pool, const NextWeights& next) {
+  matmul_swiglu_with_kernels(active_kernels(), pair, x, m, g, scratch, pool, next);
+}
+
 void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, float* const* ys, ThreadPool* pool,
                   const NextWeights& next) {
   matmul_multi_with_kernels(active_kernels(), ws, count, x, m, ys, pool, next);
@@ -316,9 +353,10 @@ WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPo
   const KernelTable& kernels = active_kernels();
   const WeightMatrix* ws = next.ws;
   // The units the next pass numbers, as matmul_multi_with_kernels numbers them (only the first
-  // matrix when they cannot share a pass).
-  const int64_t unit = row_unit(kernels, ws[0]);
-  const int count = share_one_pass(kernels, ws, next.count) ? next.count : 1;
+  // matrix when they cannot share a pass), or as matmul_swiglu does (a group of each of the pair's
+  // matrices).
+  const int64_t unit = row_unit(kernels, ws[0]) * (next.pair ? 2 : 1);
+  const int count = next.pair ? 1 : share_one_pass(kernels, ws, next.count) ? next.count : 1;
   int64_t total = 0;
   for (int j = 0; j < count; ++j) total += (ws[j].rows + unit - 1) / unit;
   int64_t u = pool.first_index(total, thread);
@@ -330,8 +368,9 @@ WeightSpan next_weights_start(const NextWeights& next, int64_t m, const ThreadPo
       continue;
     }
     if (const PackedKernels* pk = packed_kernels(kernels, w)) {
-      const size_t gb = pk->group_bytes(w.cols);
-      return {static_cast<const uint8_t*>(w.packed) + size_t(u) * gb, std::min(kNextHintBytes, size_t(units - u) * gb)};
+      const size_t ub = pk->group_bytes(w.cols) * size_t(unit / kPackedRows);  // bytes per unit
+      return {static_cast<const uint8_t*>(w.packed) + size_t(u) * ub,
+              std::min(kNextHintBytes, size_t(units - u) * ub)};
     }
     return {static_cast<const uint8_t*>(w.data) + size_t(u * unit) * w.row_bytes,
             std::min(kNextHintBytes, size_t(w.rows - u * unit) * w.row_bytes)};
@@ -356,6 +395,37 @@ void pack_weight(const KernelTable& kernels, WeightMatrix* w, void* dst) {
   kernels.packed[int(w->type)].pack(w->data, w->row_bytes, w->rows, w->cols, dst);
   w->packed = dst;
   w->packed_for = &kernels;
+}
+
+size_t packed_pair_bytes(const KernelTable& kernels, const WeightMatrix& gate, const WeightMatrix& up) {
+  if (gate.type != up.type || gate.rows != up.rows || gate.cols != up.cols || gate.row_bytes != up.row_bytes)
+    return 0;
+  const size_t one = packed_weight_bytes(kernels, gate);
+  return one > 0 && packed_weight_bytes(kernels, up) == one ? 2 * one : 0;
+}
+
+WeightMatrix pack_weight_pair(const KernelTable& kernels, const WeightMatrix& gate, const WeightMatrix& up,
+                              void* dst) {
+  check_matrix(gate);
+  check_matrix(up);
+  if (packed_pair_bytes(kernels, gate, up) == 0)
+    fail("pack_weight_pair: gate and up cannot be packed as a pair", up);
+  const PackedKernels& pk = kernels.packed[int(gate.type)];
+  const size_t gb = pk.group_bytes(gate.cols);
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* gd = static_cast<const uint8_t*>(gate.data);
+  const auto* ud = static_cast<const uint8_t*>(up.data);
+  for (int64_t g = 0; g < gate.rows / kPackedRows; ++g) {
+    const size_t src = size_t(g * kPackedRows) * gate.row_bytes;
+    pk.pack(gd + src, gate.row_bytes, kPackedRows, gate.cols, out + size_t(2 * g) * gb);
+    pk.pack(ud + src, up.row_bytes, kPackedRows, up.cols, out + size_t(2 * g + 1) * gb);
+  }
+  WeightMatrix pair = gate;
+  pair.rows = 2 * gate.rows;
+  pair.data = nullptr;
+  pair.packed = dst;
+  pair.packed_for = &kernels;
+  return pair;
 }
 
 void get_rows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) {

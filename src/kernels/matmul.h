@@ -22,6 +22,8 @@ struct WeightMatrix;
 struct NextWeights {
   const WeightMatrix* ws = nullptr;
   int count = 0;
+  // ws[0] is a gate/up pair (pack_weight_pair) read by matmul_swiglu, whose units are two groups.
+  bool pair = false;
 };
 
 // A row-major weight matrix as stored in a GGUF file: `rows` output features, each a row of `cols`
@@ -71,6 +73,30 @@ void matmul_multi(const WeightMatrix* ws, int count, const float* x, int64_t m, 
                   const NextWeights& next = {});
 void matmul_multi_with_kernels(const KernelTable& kernels, const WeightMatrix* ws, int count, const float* x,
                                int64_t m, float* const* ys, ThreadPool* pool, const NextWeights& next = {});
+
+// The SwiGLU feed-forward's gate and up matrices packed as one: their 16-row groups interleaved
+// (group 2g gate's rows 16g.., group 2g + 1 up's), so that a thread's share of both is one
+// weight stream and one GEMM call (two streams per claim measured slower than the serial SwiGLU
+// this pass removes; docs/benchmarks.md). packed_pair_bytes: the bytes it takes, 0 when the pair
+// cannot be packed so for `kernels` (either matrix without a packed layout, or different types or
+// shapes). pack_weight_pair writes it to dst (64-byte aligned, outliving its uses) and returns it
+// as a packed-only matrix: rows 2 * gate.rows, data null, usable only by matmul_swiglu on that
+// very table.
+size_t packed_pair_bytes(const KernelTable& kernels, const WeightMatrix& gate, const WeightMatrix& up);
+WeightMatrix pack_weight_pair(const KernelTable& kernels, const WeightMatrix& gate, const WeightMatrix& up,
+                              void* dst);
+
+// g[i][r] = silu(x_i . gate_r) * (x_i . up_r) for i in [0, m), r in [0, pair.rows / 2), over a
+// pair from pack_weight_pair: bit for bit matmul_multi({gate, up}) then swiglu (kernels/ops.h).
+// Each thread applies the SwiGLU to the columns it has just computed, so it runs inside the pool
+// pass instead of serially after it (batch-8 decode of smollm-135m: 4.4-4.9 us per layer on the
+// calling thread while the others waited). x: [m][pair.cols]; g: [m][pair.rows / 2]; scratch:
+// [m][pair.rows] (the products, gate's and up's 16 columns alternating); none may alias another.
+void matmul_swiglu(const WeightMatrix& pair, const float* x, int64_t m, float* g, float* scratch,
+                   ThreadPool* pool, const NextWeights& next = {});
+void matmul_swiglu_with_kernels(const KernelTable& kernels, const WeightMatrix& pair, const float* x,
+                                int64_t m, float* g, float* scratch, ThreadPool* pool,
+                                const NextWeights& next = {});
 
 // The first weight bytes thread `thread` of `pool` is expected to read in a matmul(_multi) of m
 // activation rows over next (the active kernel table's layout; ThreadPool::first_index), capped at

@@ -91,6 +91,11 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   detail::swiglu_avx2(gate, up, n, out);
 }
 
+void swiglu_pairs16(const float* y, int64_t chunks, float* out) {
+  if (active_kernels().isa >= Isa::kAvx512) return detail::swiglu_pairs16_avx512(y, chunks, out);
+  for (int64_t c = 0; c < chunks; ++c) detail::swiglu_avx2(y + 32 * c, y + 32 * c + 16, 16, out + 16 * c);
+}
+
 void add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

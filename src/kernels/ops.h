@@ -15,6 +15,10 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void silu(const float* x, int64_t n, float* out);
 // out[i] = silu(gate[i]) * up[i]  (the SwiGLU feed-forward gate).
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+// swiglu over 16-value chunks whose gate and up halves alternate, as a GEMM over gate's and up's
+// rows interleaved 16 at a time writes them: out[16 c + j] = silu(y[32 c + j]) * y[32 c + 16 + j]
+// for c in [0, chunks), j in [0, 16), bit for bit swiglu's value for that pair. out must not alias y.
+void swiglu_pairs16(const float* y, int64_t chunks, float* out);
 
 // out[i] = a[i] + b[i].
 void add(const float* a, const float* b, int64_t n, float* out);

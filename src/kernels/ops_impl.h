@@ -10,5 +10,7 @@ namespace kvserve::detail {
 // where isa_supported(Isa::kAvx512)). The same operations per element, so the same results.
 void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out);
+// swiglu_pairs16 (ops.h) in 16 lanes, each chunk swiglu_avx512's arithmetic.
+void swiglu_pairs16_avx512(const float* y, int64_t chunks, float* out);
 
 }  // namespace kvserve::detail

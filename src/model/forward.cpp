@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "kernels/ops.h"
+#include "kernels/vec_dot.h"
 #include "model/paged_attention.h"
 
 namespace kvserve {
@@ -57,7 +58,7 @@ void ForwardPass::ensure_workspace(int64_t T, int64_t num_out) {
   grow(v_, T * hp.kv_dim());
   grow(attn_, T * hp.q_dim());
   grow(gate_, T * hp.n_ff);
-  grow(up_, T * hp.n_ff);
+  grow(up_, 2 * T * hp.n_ff);  // the up products, or matmul_swiglu's gate and up products
   grow(out_h_, num_out * hp.n_embd);
 }
 
@@ -464,7 +465,10 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
     attention_layer(batch, l, L);
     lap(ForwardPhases::kAttention);
     const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
-    matmul(L.wo, attn_.data(), T, h, &pool_, {gate_up, 2});
+    // gate and up packed as one pair for the table in use (Model::repack_weights), else apart.
+    const bool paired = L.w_gate_up.packed != nullptr && L.w_gate_up.packed_for == &active_kernels();
+    matmul(L.wo, attn_.data(), T, h, &pool_,
+           paired ? NextWeights{&L.w_gate_up, 1, true} : NextWeights{gate_up, 2});
     lap(ForwardPhases::kWo);
 
     // --- feed-forward sub-layer (SwiGLU), after the attention residual ---
@@ -475,16 +479,22 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
       }
     });
     lap(ForwardPhases::kOther);
-    {
-      float* const outs[2] = {gate_.data(), up_.data()};
-      matmul_multi(gate_up, 2, h, T, outs, &pool_, {&L.w_down, 1});
+    if (paired) {
+      // gate_ = swiglu(h W_gate^T, h W_up^T), the SwiGLU inside the pass (up_: the products).
+      matmul_swiglu(L.w_gate_up, h, T, gate_.data(), up_.data(), &pool_, {&L.w_down, 1});
+      lap(ForwardPhases::kFfnGateUp);
+    } else {
+      {
+        float* const outs[2] = {gate_.data(), up_.data()};
+        matmul_multi(gate_up, 2, h, T, outs, &pool_, {&L.w_down, 1});
+      }
+      lap(ForwardPhases::kFfnGateUp);
+      const int64_t F = hp.n_ff;
+      for_tokens(T, [&](int64_t t0, int64_t t1) {
+        swiglu(&gate_[size_t(t0 * F)], &up_[size_t(t0 * F)], (t1 - t0) * F, &gate_[size_t(t0 * F)]);
+      });
+      lap(ForwardPhases::kOther);
     }
-    lap(ForwardPhases::kFfnGateUp);
-    const int64_t F = hp.n_ff;
-    for_tokens(T, [&](int64_t t0, int64_t t1) {
-      swiglu(&gate_[size_t(t0 * F)], &up_[size_t(t0 * F)], (t1 - t0) * F, &gate_[size_t(t0 * F)]);
-    });
-    lap(ForwardPhases::kOther);
     if (l + 1 < hp.n_layer) {
       const LayerWeights& N = w.layers[size_t(l + 1)];
       const WeightMatrix next_qkv[3] = {N.wq, N.wk, N.wv};

@@ -109,7 +109,7 @@ class ForwardPass {
   std::vector<float> v_;     // [T][kv_dim]
   std::vector<float> attn_;  // [T][q_dim]    attention output before wo
   std::vector<float> gate_;  // [T][n_ff]
-  std::vector<float> up_;    // [T][n_ff]
+  std::vector<float> up_;    // [T][n_ff] up's products, or [T][2 n_ff] matmul_swiglu's scratch
   std::vector<float> out_h_;   // [num_out][n_embd] rows whose logits are wanted
   std::vector<int64_t> token_pos_;   // [T] absolute position of each token
   std::vector<int32_t> token_chunk_;  // [T] chunk index of each token

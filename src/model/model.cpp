@@ -130,12 +130,25 @@ void release_file_pages(const void* p, size_t n) {
 
 void Model::repack_weights() {
   const KernelTable& k = active_kernels();
-  std::vector<WeightMatrix*> ms;
-  for (LayerWeights& L : w_.layers)
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ms.push_back(m);
-  ms.push_back(&w_.output);
+  // One matrix each, or (pair set) a layer's gate and up packed as one (pack_weight_pair).
+  struct Job {
+    WeightMatrix* m = nullptr;
+    LayerWeights* pair = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Job> jobs;
+  for (LayerWeights& L : w_.layers) {
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_down})
+      jobs.push_back({m, nullptr, packed_weight_bytes(k, *m)});
+    if (const size_t pb = packed_pair_bytes(k, L.w_gate, L.w_up); pb > 0) {
+      jobs.push_back({nullptr, &L, pb});
+    } else {
+      for (WeightMatrix* m : {&L.w_gate, &L.w_up}) jobs.push_back({m, nullptr, packed_weight_bytes(k, *m)});
+    }
+  }
+  jobs.push_back({&w_.output, nullptr, packed_weight_bytes(k, w_.output)});
   size_t total = 0;
-  for (const WeightMatrix* m : ms) total += round_up_to(packed_weight_bytes(k, *m), 64);
+  for (const Job& j : jobs) total += round_up_to(j.bytes, 64);
   if (total == 0) return;
   // On huge pages when that big (util/huge_pages.h): the GEMM streams these bytes every decode step.
   const size_t align = huge_page_alignment(total, 64);
@@ -146,18 +159,23 @@ void Model::repack_weights() {
   packed_bytes_ = total;
   // Each matrix's place in the buffer, then the matrices packed by all cores (a 1B-parameter
   // Q4_K_M model takes ~1.6 s on one): each writes only its own range.
-  std::vector<uint8_t*> dst(ms.size(), nullptr);
-  for (size_t i = 0; i < ms.size(); ++i) {
-    const size_t bytes = packed_weight_bytes(k, *ms[i]);
-    if (bytes == 0) continue;
+  std::vector<uint8_t*> dst(jobs.size(), nullptr);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].bytes == 0) continue;
     dst[i] = buf;
-    buf += round_up_to(bytes, 64);
+    buf += round_up_to(jobs[i].bytes, 64);
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < ms.size();) {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
       if (dst[i] == nullptr) continue;
-      WeightMatrix* m = ms[i];
+      if (LayerWeights* L = jobs[i].pair) {
+        L->w_gate_up = pack_weight_pair(k, L->w_gate, L->w_up, dst[i]);
+        for (const WeightMatrix* m : {&L->w_gate, &L->w_up})
+          release_file_pages(m->data, m->row_bytes * size_t(m->rows));
+        continue;
+      }
+      WeightMatrix* m = jobs[i].m;
       pack_weight(k, m, dst[i]);
       if (!(m == &w_.output && w_.tied_output)) release_file_pages(m->data, m->row_bytes * size_t(m->rows));
     }
@@ -188,9 +206,12 @@ void Model::copy_file_views() {
     views.push_back(&w_.tok_embd);
   }
   if (!w_.tied_output && unpacked(w_.output)) views.push_back(&w_.output);
-  for (LayerWeights& L : w_.layers)
+  for (LayerWeights& L : w_.layers) {
+    // gate and up paired for this table are read only through w_gate_up.
+    const bool paired = L.w_gate_up.packed != nullptr && L.w_gate_up.packed_for == &k;
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      if (unpacked(*m)) views.push_back(m);
+      if (unpacked(*m) && !(paired && (m == &L.w_gate || m == &L.w_up))) views.push_back(m);
+  }
   size_t total = 0;
   for (const WeightMatrix* m : views) total += round_up_to(m->row_bytes * size_t(m->rows), 64);
   if (total == 0) return;

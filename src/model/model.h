@@ -31,6 +31,11 @@ struct LayerWeights {
   std::vector<float> ffn_norm;   // [n_embd]
   WeightMatrix w_gate, w_up;     // [n_ff][n_embd]
   WeightMatrix w_down;           // [n_embd][n_ff]
+  // gate and up packed as one for the active kernel table (pack_weight_pair, kernels/matmul.h),
+  // read by matmul_swiglu; packed null where they could not be paired (then w_gate and w_up are
+  // packed, or read, on their own). Where it is set, w_gate and w_up have no packed copy of their
+  // own and keep pointing at the file's rows.
+  WeightMatrix w_gate_up{};
 };
 
 struct ModelWeights {

@@ -3,6 +3,8 @@
 //  - the scalar reference equals a double-precision dot of the dequantized weights with the
 //    quantize->dequantize'd activations (what the reference engine computes) within a per-type bound;
 //  - threaded results are bit-identical to single-threaded ones.
+#include "kernels/matmul.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quants.h"
 #include "util/half.h"
@@ -513,6 +515,70 @@ TEST(NextWeights, StartIsEachThreadsFirstUnit) {
     s1 = next_weights_start({mixed, 2}, 1, pool, 1);
     EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pa.w.packed) + 2 * gb);
   }
+}
+
+// gate and up packed as one pair (pack_weight_pair) through matmul_swiglu: bit for bit the two
+// packed separately through matmul_multi, then swiglu, for every packed type and tile width,
+// alone and over a pool; and the next pass's hint for a pair starts at each thread's first unit.
+TEST(PackedMatmul, SwigluPairEqualsMultiThenSwiglu) {
+  bool any = false;
+  ThreadPool pool(3);
+  constexpr int64_t kRows = 48;  // 3 groups of each matrix
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    const KernelTable& k = kernel_table(isa);
+    for (GgmlType t : kWeightTypes) {
+      for (int64_t cols : {96, 512, 576}) {
+        if (cols % int64_t(ggml_block_size(t)) != 0) continue;
+        auto gate = make_weights(t, kRows, cols, 41u + uint32_t(t)),
+             up = make_weights(t, kRows, cols, 42u + uint32_t(t));
+        const size_t bytes = packed_pair_bytes(k, gate.matrix, up.matrix);
+        PackedCase pg, pu;
+        if (!pack_for(k, gate.matrix, &pg) || !pack_for(k, up.matrix, &pu)) {
+          EXPECT_EQ(bytes, 0u) << k.name << " " << ggml_type_name(t);
+          continue;
+        }
+        ASSERT_EQ(bytes, 2 * pg.packed.size());
+        std::vector<uint8_t> storage(bytes, 0xCD);
+        const WeightMatrix pair = pack_weight_pair(k, gate.matrix, up.matrix, storage.data());
+        EXPECT_EQ(pair.rows, 2 * kRows);
+        any = true;
+        for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 70}) {
+          auto x = make_activations(m, cols, 51u + uint32_t(m));
+          std::vector<float> gy(size_t(m * kRows)), uy(size_t(m * kRows)), want(size_t(m * kRows));
+          const WeightMatrix both[2] = {pg.w, pu.w};
+          float* const outs[2] = {gy.data(), uy.data()};
+          matmul_multi_with_kernels(k, both, 2, x.data(), m, outs, nullptr);
+          swiglu(gy.data(), uy.data(), m * kRows, want.data());
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> got(size_t(m * kRows) + 1, 7.0f), scratch(size_t(2 * m * kRows));
+            matmul_swiglu_with_kernels(k, pair, x.data(), m, got.data(), scratch.data(), p);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * want.size()))
+                << k.name << " " << ggml_type_name(t) << " cols " << cols << " m " << m << (p ? " pool" : "");
+            EXPECT_EQ(got.back(), 7.0f);
+          }
+        }
+      }
+    }
+  }
+  // Pairs that cannot be: different shapes or types.
+  const KernelTable& k = active_kernels();
+  auto a = make_weights(GgmlType::Q8_0, 32, 96, 1u), b = make_weights(GgmlType::Q8_0, 48, 96, 2u);
+  auto c = make_weights(GgmlType::Q4_0, 32, 96, 3u);
+  EXPECT_EQ(packed_pair_bytes(k, a.matrix, b.matrix), 0u);
+  EXPECT_EQ(packed_pair_bytes(k, a.matrix, c.matrix), 0u);
+  // The hint for a pass over a pair: thread 1 starts at its first unit (two groups each).
+  if (packed_pair_bytes(k, a.matrix, a.matrix) > 0) {
+    auto d = make_weights(GgmlType::Q8_0, 96, 576, 4u);  // 6 units of 2 groups
+    std::vector<uint8_t> storage(packed_pair_bytes(k, d.matrix, d.matrix));
+    const WeightMatrix pair = pack_weight_pair(k, d.matrix, d.matrix, storage.data());
+    const size_t gb = storage.size() / 12;
+    ThreadPool two(2);
+    const WeightSpan s1 = next_weights_start({&pair, 1, true}, 1, two, 1);
+    EXPECT_EQ(s1.data, static_cast<const uint8_t*>(pair.packed) + 6 * gb);
+    EXPECT_EQ(s1.bytes, std::min<size_t>(16 * 1024, 6 * gb));
+  }
+  if (!any) GTEST_SKIP() << "no kernel table on this CPU packs a gate/up pair";
 }
 
 // Where the CPU has avx512_bf16, the AVX-512 (and AMX) table multiplies packed BF16 weights with

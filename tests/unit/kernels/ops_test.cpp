@@ -137,6 +137,32 @@ TEST(Ops, SwigluAvx512EqualsAvx2BitForBit) {
   }
 }
 
+// swiglu_pairs16 on gate and up interleaved 16 at a time is swiglu on them apart, bit for bit, in
+// both instruction sets (the exp's clamps included).
+TEST(Ops, SwigluPairs16EqualsSwiglu) {
+  constexpr int64_t kChunks = 97;
+  std::vector<float> g = random_vector(16 * kChunks, 21, 6.0f), u = random_vector(16 * kChunks, 22);
+  for (size_t i = 0; i < 300; ++i) g[i] = -120.0f + 0.8f * float(i);
+  std::vector<float> y(32 * kChunks), want(16 * kChunks);
+  for (int64_t c = 0; c < kChunks; ++c)
+    for (int j = 0; j < 16; ++j) {
+      y[size_t(32 * c + j)] = g[size_t(16 * c + j)];
+      y[size_t(32 * c + 16 + j)] = u[size_t(16 * c + j)];
+    }
+  detail::swiglu_avx2(g.data(), u.data(), 16 * kChunks, want.data());
+  std::vector<float> got(16 * kChunks + 1, 7.0f);
+  swiglu_pairs16(y.data(), kChunks, got.data());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << i << ": " << got[i] << " vs " << want[i];
+  EXPECT_EQ(got.back(), 7.0f) << "wrote past the end";
+  if (isa_supported(Isa::kAvx512)) {
+    std::vector<float> wide(16 * kChunks);
+    detail::swiglu_pairs16_avx512(y.data(), kChunks, wide.data());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::memcmp(&wide[i], &want[i], sizeof(float)), 0) << i;
+  }
+}
+
 TEST(Ops, SoftmaxHandlesExtremes) {
   std::vector<float> x = {0.0f, -87.0f, -88.0f, -100.0f, -1e30f, 1e-3f, -INFINITY};
   softmax(x.data(), int64_t(x.size()));
