@@ -137,14 +137,15 @@ void Model::repack_weights() {
     size_t bytes = 0;
   };
   std::vector<Job> jobs;
-  for (LayerWeights& L : w_.layers) {
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_down})
+  for (LayerWeights& L : w_.layers) {  // in the order a decode step reads them
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo})
       jobs.push_back({m, nullptr, packed_weight_bytes(k, *m)});
     if (const size_t pb = packed_pair_bytes(k, L.w_gate, L.w_up); pb > 0) {
       jobs.push_back({nullptr, &L, pb});
     } else {
       for (WeightMatrix* m : {&L.w_gate, &L.w_up}) jobs.push_back({m, nullptr, packed_weight_bytes(k, *m)});
     }
+    jobs.push_back({&L.w_down, nullptr, packed_weight_bytes(k, L.w_down)});
   }
   jobs.push_back({&w_.output, nullptr, packed_weight_bytes(k, w_.output)});
   size_t total = 0;
