@@ -126,13 +126,6 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
   });
 }
 
-// quantize_q8_0 (gemm_avx512.cpp) then q8_pack_acts (packed_layout.h) in one pass: per block the
-// same quantize_q8_0_block and saturating narrowing, so the codes are the same bytes; dx is the f16 d widened
-// back (as q8_pack_acts reads it) and sum the codes' sum, taken from the int32 codes clamped as the narrowing
-// clamps them. It skips the q8_0 blocks in between: at 8 rows the two steps cost ~2 us per matmul call on the
-// calling thread while the other threads wait (docs/benchmarks.md). Runs of 16 blocks go through
-// q8_quantize_16_blocks: 3.4-3.6 ns per block against 6.2-6.5 one block at a time (8 rows of 576 or 1,536
-// columns, one Zen 5 vCPU, a scratch timer over this function), which at batch 8 is ~2.3 us per layer.
 // Lanes 0..7 of the result reduce (op) lanes j and j + 8 of a, lanes 8..15 those of b; then, per
 // level, each vector's lane groups halve: after four levels over 16 vectors v[0..15], lane i holds
 // the reduction of all 16 lanes of v[i]. Why: a horizontal reduction per block (_mm512_reduce_*)
@@ -162,9 +155,9 @@ inline __m512i reduce16_epi32(__m512i (&v)[16], Op op) {
   return v[0];
 }
 
-// Blocks [b0, b0 + 16) of row xr into the row layout below, bit for bit what quantize_q8_0_block
-// and the per-block steps give: the maxima are exact in any order, d = amax / 127 and its inverse
-// are the same IEEE divisions in 16 lanes, and the codes' sums are exact integers.
+// Blocks [b0, b0 + 16) of row xr into q8_quantize_pack's row layout, bit for bit what
+// quantize_q8_0_block and the per-block steps give for finite input: the maxima are exact in any order, d =
+// amax / 127 and its inverse are the same IEEE divisions in 16 lanes, and the codes' sums are exact integers.
 inline void q8_quantize_16_blocks(const float* xr, int64_t b0, uint8_t* codes, float* dx, int32_t* sum) {
   __m512i v[16];
   for (int b = 0; b < 16; ++b) {
@@ -195,6 +188,13 @@ inline void q8_quantize_16_blocks(const float* xr, int64_t b0, uint8_t* codes, f
                       reduce16_epi32(v, [](__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }));
 }
 
+// quantize_q8_0 (gemm_avx512.cpp) then q8_pack_acts (packed_layout.h) in one pass: per block the
+// same quantize_q8_0_block and saturating narrowing, so the codes are the same bytes; dx is the f16 d widened
+// back (as q8_pack_acts reads it) and sum the codes' sum, taken from the int32 codes clamped as the narrowing
+// clamps them. It skips the q8_0 blocks in between: at 8 rows the two steps cost ~2 us per matmul call on the
+// calling thread while the other threads wait (docs/benchmarks.md). Runs of 16 blocks go through
+// q8_quantize_16_blocks: 3.4-3.6 ns per block against 6.2-6.5 one block at a time (8 rows of 576 or 1,536
+// columns, one Zen 5 vCPU, a scratch timer over this function), which at batch 8 is ~2.3 us per layer.
 void q8_quantize_pack(const float* x, int64_t m, int64_t cols, void* dst, size_t dst_stride) {
   const int64_t nb = cols / kQK;
   const size_t used = size_t(nb) * (kQK + 8);
