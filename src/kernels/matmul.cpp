@@ -80,7 +80,7 @@ uint8_t* activation_scratch(size_t bytes, int slot = 0) {
 
 // The packed kernels to use for w under `kernels`, or null when w is not packed for that table.
 const PackedKernels* packed_kernels(const KernelTable& kernels, const WeightMatrix& w) {
-  if (w.packed == nullptr || w.packed_for != &kernels) return nullptr;
+  if (!is_packed_for(w, kernels)) return nullptr;
   return &kernels.packed[int(w.type)];
 }
 

@@ -43,6 +43,11 @@ struct WeightMatrix {
   const KernelTable* packed_for = nullptr;
 };
 
+// Whether w has a packed copy for `kernels` (the only table that may read it).
+inline bool is_packed_for(const WeightMatrix& w, const KernelTable& kernels) {
+  return w.packed != nullptr && w.packed_for == &kernels;
+}
+
 // Bytes of w's packed copy for `kernels`; 0 when the table has no packed layout for w's type or
 // shape (rows must be a multiple of kPackedRows).
 size_t packed_weight_bytes(const KernelTable& kernels, const WeightMatrix& w);

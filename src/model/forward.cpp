@@ -466,7 +466,7 @@ Status ForwardPass::run(const ForwardBatch& batch, std::vector<float>* logits) {
     lap(ForwardPhases::kAttention);
     const WeightMatrix gate_up[2] = {L.w_gate, L.w_up};
     // gate and up packed as one pair for the table in use (Model::repack_weights), else apart.
-    const bool paired = L.w_gate_up.packed != nullptr && L.w_gate_up.packed_for == &active_kernels();
+    const bool paired = is_packed_for(L.w_gate_up, active_kernels());
     matmul(L.wo, attn_.data(), T, h, &pool_,
            paired ? NextWeights{&L.w_gate_up, 1, true} : NextWeights{gate_up, 2});
     lap(ForwardPhases::kWo);

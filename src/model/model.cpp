@@ -191,7 +191,7 @@ void Model::copy_file_views() {
   const KernelTable& k = active_kernels();
   // What the forward pass still reads through `data`: the embedding rows (get_rows), and every
   // matrix without a packed copy for the table it runs on.
-  const auto unpacked = [&](const WeightMatrix& m) { return m.packed == nullptr || m.packed_for != &k; };
+  const auto unpacked = [&](const WeightMatrix& m) { return !is_packed_for(m, k); };
   std::vector<WeightMatrix*> views;
   // A tied embedding whose output copy is packed in a layout get_rows can read takes its rows from
   // there (PackedKernels::unpack_row): no second copy in memory, and rows from a matrix every
@@ -209,7 +209,7 @@ void Model::copy_file_views() {
   if (!w_.tied_output && unpacked(w_.output)) views.push_back(&w_.output);
   for (LayerWeights& L : w_.layers) {
     // gate and up paired for this table are read only through w_gate_up.
-    const bool paired = L.w_gate_up.packed != nullptr && L.w_gate_up.packed_for == &k;
+    const bool paired = is_packed_for(L.w_gate_up, k);
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       if (unpacked(*m) && !(paired && (m == &L.w_gate || m == &L.w_up))) views.push_back(m);
   }
