@@ -93,7 +93,7 @@ BENCHMARK(BM_stream_kv_pieces)
 // in L2: ~6.2 ns per 136-byte (position, KV head) pair, 2.9 ns a line). Orders (arg 1):
 //   0 sequential: every line in address order;
 //   1 the kernel's: per span of 4 blocks, per KV head, its K tile-heads of the 4 blocks, then its V
-//     tile-heads (each span_pass reads one head's tiles of a span);
+//     tile-heads (each (span, KV head) item of the tiled kernel reads one head's tiles of a span);
 //   2 the kernel's, with its hint: each tile-head's lines one span ahead, prefetcht1;
 //   3 per block, per KV head, its K tile-head then its V tile-head (one tile per softmax update);
 //   4 the kernel's, hinting as many lines as 2 but the next span's in address order.

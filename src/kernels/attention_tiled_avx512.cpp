@@ -142,7 +142,7 @@ inline void dot_quads(__m512i& acc, __m512i a, const int32_t* p) {
 // The tile's 16 unscaled scores for G query heads (K tile-head kt, q4_0 when Q4 else q8_0).
 // (Both per-tile functions are forced inline: GCC otherwise calls them out of line, passing the
 // tile's vectors through memory, ~1.6x slower in L2.)
-// ahead: a tile-head whose lines are hinted (kL1: into L1, else L2; see span_pass) one per step of
+// ahead: a tile-head whose lines are hinted (kL1: into L1, else L2; see span_scores) one per step of
 // the loop, so the hints spread over the work (a burst of 17 hints per tile was ~10% slower from
 // memory: the fill buffers they hold stall the loads behind them). Never null: with nothing to
 // hint the caller passes the tile being read, so the unrolled loops carry no test per hint (with
@@ -264,6 +264,13 @@ template <int G, bool V4>
   constexpr float kLevels = 32767.0f;
   __m512 pd[kSpanTiles][G][2];
   __m512 mx[G][2];
+  __m512 d[kSpanTiles][2];  // tile i's V scales of each 32-value group, once for every query head
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* scales = W.vt[i] + kKvTile * kCodeBytes<V4>;
+    // the scales outside `valid` may be anything: masked like p
+    d[i][0] = _mm512_maskz_mov_ps(W.valid[i], f16x16(scales));
+    d[i][1] = _mm512_maskz_mov_ps(W.valid[i], f16x16(scales + 32));
+  }
   for (int h = 0; h < G; ++h) {
     __m512 smax = W.sc[0][h];
     for (int i = 1; i < n; ++i) smax = _mm512_max_ps(smax, W.sc[i][h]);
@@ -278,12 +285,8 @@ template <int G, bool V4>
     for (int i = 0; i < n; ++i) {
       const __m512 p = _mm512_maskz_mov_ps(W.valid[i], exp_nonpositive(_mm512_sub_ps(W.sc[i][h], mv)));
       sum = _mm512_add_ps(sum, p);
-      const uint8_t* scales = W.vt[i] + kKvTile * kCodeBytes<V4>;
-      // the scales outside `valid` may be anything: masked like p
-      const __m512 d0 = _mm512_maskz_mov_ps(W.valid[i], f16x16(scales)),
-                   d1 = _mm512_maskz_mov_ps(W.valid[i], f16x16(scales + 32));
-      pd[i][h][0] = _mm512_mul_ps(p, d0);
-      pd[i][h][1] = _mm512_mul_ps(p, d1);
+      pd[i][h][0] = _mm512_mul_ps(p, d[i][0]);
+      pd[i][h][1] = _mm512_mul_ps(p, d[i][1]);
       for (int g = 0; g < 2; ++g) {
         const __m512 a = _mm512_abs_ps(pd[i][h][g]);
         mx[h][g] = i == 0 ? a : _mm512_max_ps(mx[h][g], a);
