@@ -295,6 +295,11 @@ bool attention_rounds_query(KvElem k_type, int head_dim) {
   return detail::integer_scores(k_type, head_dim);
 }
 
+bool attention_has_tiled_kernel(KvElem k_type, KvElem v_type, int head_dim) {
+  if (head_dim != kKvTiledKernelHeadDim || !kv_tileable(k_type) || !kv_tileable(v_type)) return false;
+  return attention_isa() == Isa::kAvx512 || (k_type == KvElem::Q8_0 && v_type == KvElem::Q8_0);
+}
+
 bool attention_rounds_query_8bit(const PagedKvView& kv) {
   return kv.tiled && kv.k_type == KvElem::Q8_0 && kv.head_dim == kKvTiledKernelHeadDim &&
          attention_isa() == Isa::kAvx512 &&
@@ -317,9 +322,11 @@ void attention_round_query(const float* q, int n, float* out, int code_max) {
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                              const float* q, int group, float scale, float* partials, int64_t hint_end) {
   if (kv.tiled) {
-    if (attention_isa() == Isa::kAvx512 &&
-        detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, partials,
-                                                     hint_end))
+    if (attention_isa() == Isa::kAvx512
+            ? detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale,
+                                                           partials, hint_end)
+            : detail::attention_partial_heads_tiled_avx2(kv, begin, end, kv_head0, nheads, q, group, scale,
+                                                         partials, hint_end))
       return;
     attention_partial_heads(tiled_as_rows(kv, begin, end), begin, end, kv_head0, nheads, q, group, scale, partials);
     return;
@@ -336,9 +343,11 @@ void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, 
 void attention_partial_heads_chunks(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                     int nheads, const float* q, int group, float scale, float* states,
                                     int64_t hint_end) {
-  if (kv.tiled && attention_isa() == Isa::kAvx512 &&
-      detail::attention_partial_heads_chunks_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale,
-                                                          states, hint_end))
+  if (kv.tiled && (attention_isa() == Isa::kAvx512
+                       ? detail::attention_partial_heads_chunks_tiled_avx512(
+                             kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end)
+                       : detail::attention_partial_heads_chunks_tiled_avx2(
+                             kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end)))
     return;
   const size_t all = attention_partial_floats(group, kv.head_dim) * size_t(nheads);
   const int64_t chunks = attention_num_chunks(begin, end);

@@ -125,6 +125,12 @@ void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t 
 // uses one of them.
 Isa attention_isa();
 
+// Whether attention_isa()'s path has a kernel for tiled planes (kernels/kv_tiles.h) of these
+// types and head dim: AVX-512, q8_0 or q4_0 K and V, head_dim 64 (attention_tiled_avx512.cpp);
+// AVX2, q8_0 K and q8_0 V, head_dim 64 (attention_tiled_avx2.cpp). Other tiled views are read
+// through gathered rows (correct, but slower than the row layout).
+bool attention_has_tiled_kernel(KvElem k_type, KvElem v_type, int head_dim);
+
 // Where true (q8_0 or q4_0 K, head_dim 64 or 128, on either vector path), the scores are
 // integer dot products of K's codes with the query rounded per 32 values to 16-bit integers:
 // exactly the scores of the query attention_round_query gives (V and the softmax are unchanged).

@@ -50,13 +50,6 @@ inline __m256 hsum8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 inline __m256 f16_scale(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -132,28 +125,9 @@ struct HeadQuery {
 // hq's integer fields from its G x hd floats f (hd % 32 == 0): per group d = max |x| / 32767,
 // codes round-to-nearest-even(x / d), saturated to int16 (only a rounding at the max could pass it).
 void quantize_query(HeadQuery* hq, int G, int hd) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  for (int g = 0; g < G; ++g) {
-    const float* x = hq->f + size_t(g) * hd;
-    for (int b = 0; b < hd / 32; ++b) {
-      __m256 v[4];
-      __m256 mx = _mm256_setzero_ps();
-      for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-        mx = _mm256_max_ps(mx, _mm256_and_ps(v[i], abs_mask));
-      }
-      const float amax = hmax(mx);
-      hq->d[g][b] = amax / 32767.0f;
-      const __m256 id = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
-      for (int i = 0; i < 4; i += 2) {
-        const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-        const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(v[i + 1], id));
-        // packs works per 128-bit lane: [lo 0-3, hi 0-3 | lo 4-7, hi 4-7]; 0xD8 restores order.
-        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(&hq->c[g][32 * b + 8 * i]), packed);
-      }
-    }
-  }
+  for (int g = 0; g < G; ++g)
+    for (int b = 0; b < hd / 32; ++b)
+      hq->d[g][b] = avx2::round_codes16(hq->f + size_t(g) * hd + 32 * b, &hq->c[g][32 * b]) / 32767.0f;
 }
 
 // Scores against q8_0 or q4_0 K rows in integers (the AVX-512 kernel's tile_scores_int in 8
@@ -380,7 +354,7 @@ void attend_heads(const PagedKvView& kv, ScoresFn scores, AccumulateFn accumulat
       for (int g = 0; g < G; ++g) {
         __m256 mx = sc[h][g][0];
         for (int i = 1; i < tiles; ++i) mx = _mm256_max_ps(mx, sc[h][g][i]);
-        const float m_new = std::max(m[h][g], hmax(mx));
+        const float m_new = std::max(m[h][g], avx2::hmax(mx));
         // 0 on the first span (m = -inf); exactly 1 while the maximum stays.
         cs[h][g] = m_new > m[h][g] ? std::exp(m[h][g] - m_new) : 1.0f;
         m[h][g] = m_new;

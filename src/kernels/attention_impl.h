@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/attention.h"
@@ -163,6 +164,47 @@ static inline void split_heads(int nheads, int group, int hd, int max_heads, int
   }
 }
 
+// The tiled kernels' shared bookkeeping (attention_tiled_avx512.cpp, attention_tiled_avx2.cpp).
+// pass(std::integral_constant<int, G>{}) for a subgroup of n query heads, 1 <= n <= 4 (a kernel
+// templated on G takes at most 4 per pass).
+template <typename Pass>
+static inline void with_subgroup_size(int n, Pass&& pass) {
+  switch (n) {
+    case 1:
+      pass(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      pass(std::integral_constant<int, 2>{});
+      break;
+    case 3:
+      pass(std::integral_constant<int, 3>{});
+      break;
+    default:
+      pass(std::integral_constant<int, 4>{});
+      break;
+  }
+}
+// The empty states (m = -inf, acc = 0; s is written at the end) of nheads heads' groups.
+static inline void reset_partials(float* partials, int nheads, int group, int hd) {
+  const size_t pf = attention_partial_floats(group, hd);
+  for (int h = 0; h < nheads; ++h) {
+    float* part = partials + size_t(h) * pf;
+    std::fill(part, part + group, -std::numeric_limits<float>::infinity());
+    std::fill(part + 2 * group, part + pf, 0.0f);
+  }
+}
+// range(cb, ce, states) for [begin, end) whole into states, or with `chunked` for each of its
+// attention chunks c into states + c * nheads * pf (attention_partial_heads_chunks' layout).
+template <typename Range>
+static inline void for_each_state_range(int64_t begin, int64_t end, bool chunked, int nheads, int group,
+                                        int hd, float* states, Range&& range) {
+  const size_t all = attention_partial_floats(group, hd) * size_t(nheads);
+  const int64_t chunks = chunked ? attention_num_chunks(begin, end) : 1;
+  for (int64_t c = 0; c < chunks; ++c)
+    range(chunked ? attention_chunk_begin(begin, c) : begin,
+          chunked ? attention_chunk_end(begin, end, c) : end, states + size_t(c) * all);
+}
+
 // attention_partial's contract on AVX-512 F/BW/VL. Returns false (and writes nothing) where this
 // path does not handle the shape: head_dim % 16 != 0 or > 128 (two K rows must fit in
 // registers), or a q8_0/q4_0 plane with head_dim % 32 != 0.
@@ -187,5 +229,17 @@ bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, 
 bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end,
                                                  int kv_head0, int nheads, const float* q, int group,
                                                  float scale, float* states, int64_t hint_end);
+
+// attention_partial_heads over a tiled view on AVX2 (attention_tiled_avx2.cpp): where
+// attention_tiled_avx2_applies (q8_0 K and V, head_dim 64). Returns false (and writes nothing)
+// otherwise.
+bool attention_tiled_avx2_applies(const PagedKvView& kv);
+bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
+                                        int nheads, const float* q, int group, float scale, float* partials,
+                                        int64_t hint_end);
+// attention_partial_heads_chunks's contract on the same views.
+bool attention_partial_heads_chunks_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end,
+                                               int kv_head0, int nheads, const float* q, int group,
+                                               float scale, float* states, int64_t hint_end);
 
 }  // namespace kvserve::detail

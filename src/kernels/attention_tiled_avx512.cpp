@@ -441,31 +441,12 @@ void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int k
                         float* partials, int64_t hint_last) {
   const size_t pf = attention_partial_floats(group, kHd);
   sums.assign(size_t(nheads) * size_t(group) * 16, 0.0f);
-  for (int h = 0; h < nheads; ++h) {
-    float* part = partials + size_t(h) * pf;
-    for (int g = 0; g < group; ++g) part[g] = -std::numeric_limits<float>::infinity();
-    std::fill(part + 2 * group, part + pf, 0.0f);
-  }
-  for (int g0 = 0; g0 < group; g0 += kMaxG) {
-    auto pass = [&](auto g) {
+  reset_partials(partials, nheads, group, kHd);
+  for (int g0 = 0; g0 < group; g0 += kMaxG)
+    with_subgroup_size(std::min(kMaxG, group - g0), [&](auto g) {
       attend_pipelined<decltype(g)::value, K4, V4, kL1>(kv, begin, end, kv_head0, nheads, group, g0, scale,
                                                         pqs, sums.data(), partials, hint_last);
-    };
-    switch (std::min(kMaxG, group - g0)) {
-      case 1:
-        pass(std::integral_constant<int, 1>{});
-        break;
-      case 2:
-        pass(std::integral_constant<int, 2>{});
-        break;
-      case 3:
-        pass(std::integral_constant<int, 3>{});
-        break;
-      default:
-        pass(std::integral_constant<int, 4>{});
-        break;
-    }
-  }
+    });
   for (int h = 0; h < nheads; ++h)
     for (int g = 0; g < group; ++g)
       partials[size_t(h) * pf + size_t(group) + size_t(g)] =
@@ -478,7 +459,6 @@ void attend_tiled_range(const PagedKvView& kv, int64_t begin, int64_t end, int k
 template <bool K4, bool V4, bool kL1>
 void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
                   int group, float scale, float* partials, int64_t hint_end, bool chunked) {
-  const size_t pf = attention_partial_floats(group, kHd);
   // Per (head, query head): the rounded query and the lane-wise sums; m and acc live in partials.
   thread_local std::vector<QueryCodes<K4>> pq;
   thread_local std::vector<float> sums;
@@ -495,13 +475,11 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
     for (int64_t t = first; t < first + kSpanTiles; ++t)
       hint_tile<K4, V4, kL1>(kv, t, last, kv_head0, nheads);
   }
-  const int64_t chunks = chunked ? attention_num_chunks(begin, end) : 1;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t cb = chunked ? attention_chunk_begin(begin, c) : begin;
-    const int64_t ce = chunked ? attention_chunk_end(begin, end, c) : end;
-    attend_tiled_range<K4, V4, kL1>(kv, cb, ce, kv_head0, nheads, group, scale, pq.data(), sums,
-                                    partials + size_t(c) * size_t(nheads) * pf, hint_last);
-  }
+  for_each_state_range(begin, end, chunked, nheads, group, kHd, partials,
+                       [&](int64_t cb, int64_t ce, float* st) {
+                         attend_tiled_range<K4, V4, kL1>(kv, cb, ce, kv_head0, nheads, group, scale,
+                                                         pq.data(), sums, st, hint_last);
+                       });
 }
 
 // Both entries: false (nothing written) where the kernel does not apply.

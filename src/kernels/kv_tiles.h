@@ -1,4 +1,5 @@
-// The tiled layout of a q8_0 or q4_0 K or V plane: what the AVX-512 attention reads fastest.
+// The tiled layout of a q8_0 or q4_0 K or V plane: what the tiled attention kernels read fastest
+// (attention_tiled_avx512.cpp; attention_tiled_avx2.cpp for q8_0 K and V).
 //
 // In the row layout (kvcache/kv_layout.h) a block plane is [block_size][num_kv_heads] rows, so
 // attention must gather each row's codes and scale and reduce across lanes per position. In the
@@ -46,8 +47,8 @@ inline void prefetch_for_write(const void* begin, const void* end) {
 #endif
   }
 }
-// The head dim of the AVX-512 tiled attention kernel (attention_tiled_avx512.cpp); other head
-// dims read tiled planes through gathered rows.
+// The head dim of the tiled attention kernels (attention_tiled_avx512.cpp,
+// attention_tiled_avx2.cpp); other head dims read tiled planes through gathered rows.
 constexpr int kKvTiledKernelHeadDim = 64;
 
 // Whether a type can be stored tiled (q8_0, q4_0).

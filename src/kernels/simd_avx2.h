@@ -24,6 +24,38 @@ inline int hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Largest of the 8 floats.
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// x[0..32) rounded to 16-bit codes against their largest magnitude amax (the attention query's
+// rounding, attention_round_query with code_max 32767): c[i] = round-to-nearest-even(x[i] *
+// (32767 / amax)), saturated to int16 (only a rounding at the max could pass it), 0 when amax is
+// 0. c is 32-byte aligned. Returns amax.
+inline float round_codes16(const float* x, int16_t* c) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 v[4];
+  __m256 mx = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    mx = _mm256_max_ps(mx, _mm256_and_ps(v[i], abs_mask));
+  }
+  const float amax = hmax(mx);
+  const __m256 id = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+  for (int i = 0; i < 4; i += 2) {
+    const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+    const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(v[i + 1], id));
+    // packs works per 128-bit lane: [lo 0-3, hi 0-3 | lo 4-7, hi 4-7]; 0xD8 restores order.
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c + 8 * i),
+                       _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8));
+  }
+  return amax;
+}
+
 // 8 int32 lanes, each the sum of 4 adjacent products u[i] * s[i] of unsigned and signed bytes.
 // Exact while 2 * max|u * s| fits int16 (u <= 128 with |s| <= 127).
 inline __m256i dot_u8s8(__m256i u, __m256i s) {

@@ -78,7 +78,8 @@ bool kv_tiles_preferred(const KvLayout& layout) {
     const char* e = std::getenv("KVSERVE_KV_TILES");
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
-  return allowed && layout.can_tile() && layout.head_dim == kKvTiledKernelHeadDim && attention_isa() == Isa::kAvx512;
+  return allowed && layout.can_tile() &&
+         attention_has_tiled_kernel(kv_elem_of(layout.k_dtype), kv_elem_of(layout.v_dtype), layout.head_dim);
 }
 
 PagedKvView paged_kv_view(const KvStorage& kv, int layer, std::span<const int32_t> block_table) {

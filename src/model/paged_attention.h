@@ -14,10 +14,10 @@ namespace kvserve {
 KvElem kv_elem_of(KvDType dtype);
 
 // Whether a cache of this layout should use the tiled layout (kvcache/kv_layout.h,
-// kernels/kv_tiles.h): where the layout can tile, head_dim is 64 (the tiled kernel's) and the
-// attention runs the AVX-512 path; elsewhere the tiled planes would be read through gathered rows,
-// slower than the row layout. KVSERVE_KV_TILES=0 in the environment turns it off (comparisons,
-// troubleshooting).
+// kernels/kv_tiles.h): where the layout can tile and the attention path has a tiled kernel for
+// its types and head dim (attention_has_tiled_kernel); elsewhere the tiled planes would be read
+// through gathered rows, slower than the row layout. KVSERVE_KV_TILES=0 in the environment turns it off
+// (comparisons, troubleshooting).
 bool kv_tiles_preferred(const KvLayout& layout);
 
 // Writes one token's K and V rows (each [num_kv_heads][head_dim] f32) into slot `offset` of

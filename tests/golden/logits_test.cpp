@@ -81,8 +81,8 @@ TEST_P(GoldenLogitsTest, IncrementalEqualsFullRecompute) {
 // in integers against a rounded query (kernels/attention.h, attention_rounds_query): token by
 // token equals one full pass (both read the same quantized rows with the same query rounding),
 // and the logits stay within the cache's own quantization error of the f32 reference (measured:
-// q8_0 2.4e-4 in rows or with the AVX2 path, 3.5e-4 with the AVX-512 tiled kernel's 8-bit query,
-// q4_0 5.7e-2 NMSE; the bounds leave ~3-4x).
+// q8_0 2.4e-4 in rows or with the AVX2 paths (rows or tiled), 3.5e-4 with the AVX-512 tiled kernel's 8-bit
+// query, q4_0 5.7e-2 NMSE; the bounds leave ~3-4x).
 TEST(GoldenLogitsQuantizedCache, HeadDim64CloseToReference) {
   GoldenLogits g;
   ASSERT_TRUE(read_golden(shared_path("golden/logits/tiny-llama-f32.t1.bin"), &g));

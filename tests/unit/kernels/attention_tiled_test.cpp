@@ -1,7 +1,8 @@
 // The tiled q8_0 / q4_0 K/V layout (kernels/kv_tiles.h) and attention over it: rows stored and
 // loaded back unchanged, the documented byte positions, and attention over a tiled copy of an arena
-// against the naive reference over the row arena's values (AVX-512: the tiled kernel; AVX2: the
-// row kernels on gathered rows, bit for bit the row layout's result), with windows that start and
+// against the naive reference over the row arena's values (the tiled kernels where the path has
+// one, attention_has_tiled_kernel; elsewhere the row kernels on gathered rows, bit for bit the row
+// layout's result), with windows that start and
 // end mid-tile (the blocks before them holes), several KV heads at once, and unreadable bytes in
 // the slots past the end; for each pair of K and V types (q8_0, q4_0).
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_fixture.h"
+#include "kernels/attention_impl.h"
 #include "kernels/kv_quant.h"
 #include "kernels/kv_tiles.h"
 
@@ -158,8 +160,9 @@ TEST(KvTiles, RowSpanHoldsEveryStoredByte) {
 
 // Attention over the tiled copy: the naive softmax of the stored values with the query rounded as
 // the path reads it (8 bits for the AVX-512 kernel's q8_0 K, else 16), within the rounding of the
-// V weights (2^-16 of a span's largest); on AVX2 the gathered rows give the
-// row layout's result exactly. Every shape of the supported models' heads and more.
+// V weights (2^-16 of a span's largest); where the path has no tiled kernel for the types and
+// head dim (attention_has_tiled_kernel) the gathered rows give the row layout's result exactly. Every shape
+// of the supported models' heads and more.
 TEST_P(TiledAttention, MatchesNaiveSoftmax) {
   struct Case { int head_dim, num_kv_heads, group, block_size; };
   const Case cases[] = {{64, 3, 3, 16}, {64, 2, 7, 16}, {64, 8, 4, 32}, {64, 1, 1, 64}, {64, 1, 9, 16},
@@ -198,7 +201,7 @@ TEST_P(TiledAttention, MatchesNaiveSoftmax) {
               << c.block_size << " [" << begin << "," << end << ") h " << h << " i " << i;
           ASSERT_EQ(got, one[i]) << "one head alone, i " << i;
           ASSERT_NEAR(scalar[i], want_exact[i], 2e-5 * (1 + std::fabs(want_exact[i]))) << "scalar i " << i;
-          if (isa() == Isa::kAvx2 || c.head_dim != 64) {
+          if (!attention_has_tiled_kernel(k_type(), v_type(), c.head_dim)) {
             ASSERT_EQ(got, rows[size_t(h) * qh + i]) << "gathered rows, i " << i;
           }
         }
@@ -262,6 +265,31 @@ TEST_P(TiledAttention, UnusedSlotsAreNeverUsed) {
     attention_group_range_heads(dirty.view(), 0, end, 0, nh, q.data(), group, 0.125f, got.data());
     for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(got[i], want[i]) << "end " << end << " i " << i;
   }
+}
+
+// The AVX2 tiled kernel takes q8_0 K with q8_0 V at head_dim 64 and declines every other tiled
+// view (those are read through gathered rows); where it runs, the AVX2 path's states are its own.
+TEST(TiledAttentionAvx2, RunsForQ8_0PlanesOnly) {
+  attention_pin_isa(Isa::kAvx2);
+  const int hd = 64, nh = 3, group = 3;
+  const int64_t end = 200;
+  for (const TypePair t : kTypePairs) {
+    Arena a(16, nh, hd, t.k, t.v, end, 11);
+    const TiledArena tiled(a);
+    const auto q = random_q(nh * group, hd, 12, 2.0f);
+    const size_t all = attention_partial_floats(group, hd) * size_t(nh);
+    std::vector<float> direct(all), path(all);
+    const bool ran = detail::attention_partial_heads_tiled_avx2(tiled.view(), 3, end, 0, nh, q.data(), group,
+                                                                0.125f, direct.data(), 0);
+    const bool q8 = t.k == KvElem::Q8_0 && t.v == KvElem::Q8_0;
+    EXPECT_EQ(ran, q8) << name(t.k) << "/" << name(t.v);
+    EXPECT_EQ(attention_has_tiled_kernel(t.k, t.v, hd), q8);
+    EXPECT_FALSE(attention_has_tiled_kernel(t.k, t.v, 128));
+    if (!ran) continue;
+    attention_partial_heads(tiled.view(), 3, end, 0, nh, q.data(), group, 0.125f, path.data());
+    EXPECT_EQ(0, std::memcmp(direct.data(), path.data(), all * sizeof(float)));
+  }
+  attention_pin_isa(Isa::kScalar);
 }
 
 }  // namespace

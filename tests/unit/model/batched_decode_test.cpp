@@ -161,8 +161,9 @@ TEST(BatchedDecode, EqualsEachSequenceAloneTiled) {
     for (bool tiled : {true, false}) check_model(shared_path("models/tiny/tiny-llama-f32.gguf"), t, tiled);
 }
 
-// The engine tiles a q8_0 / q4_0 cache only where the tiled kernel runs: AVX-512 attention, head_dim 64,
-// blocks of a multiple of 16 (elsewhere tiled planes would be read through gathered rows).
+// The engine tiles a q8_0 / q4_0 cache only where a tiled kernel runs (attention_has_tiled_kernel:
+// head_dim 64, AVX-512 for every pair of q8_0 / q4_0, AVX2 for q8_0 K and V), blocks of a multiple
+// of 16 (elsewhere tiled planes would be read through gathered rows).
 TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   KvLayout l;
   l.num_layers = 2;
@@ -172,7 +173,8 @@ TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   l.set_dtype(KvDType::Q8_0);
   const char* off = std::getenv("KVSERVE_KV_TILES");
   const bool allowed = off == nullptr || std::string(off) != "0";
-  EXPECT_EQ(kv_tiles_preferred(l), allowed && attention_isa() == Isa::kAvx512);
+  // q8_0 K and V: both vector paths have a tiled kernel; q4_0 in either plane: AVX-512's only.
+  EXPECT_EQ(kv_tiles_preferred(l), allowed);
   KvLayout other = l;
   other.set_dtype(KvDType::Q4_0);
   EXPECT_EQ(kv_tiles_preferred(other), allowed && attention_isa() == Isa::kAvx512);
@@ -187,8 +189,11 @@ TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   other = l;
   other.set_dtype(KvDType::F16);
   EXPECT_FALSE(kv_tiles_preferred(other));
-  attention_pin_isa(Isa::kAvx2);
-  EXPECT_FALSE(kv_tiles_preferred(l));
+  attention_pin_isa(Isa::kAvx2);  // the AVX2 path: q8_0 K and V only
+  EXPECT_EQ(kv_tiles_preferred(l), allowed);
+  other = l;
+  other.v_dtype = KvDType::Q4_0;
+  EXPECT_FALSE(kv_tiles_preferred(other));
   attention_pin_isa(Isa::kScalar);
 }
 
