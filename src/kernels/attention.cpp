@@ -296,8 +296,8 @@ bool attention_rounds_query(KvElem k_type, int head_dim) {
 }
 
 bool attention_has_tiled_kernel(KvElem k_type, KvElem v_type, int head_dim) {
-  if (head_dim != kKvTiledKernelHeadDim || !kv_tileable(k_type) || !kv_tileable(v_type)) return false;
-  return attention_isa() == Isa::kAvx512 || (k_type == KvElem::Q8_0 && v_type == KvElem::Q8_0);
+  // Both vector paths' tiled kernels take q8_0 or q4_0 K and V (the same or mixed) at head_dim 64.
+  return head_dim == kKvTiledKernelHeadDim && kv_tileable(k_type) && kv_tileable(v_type);
 }
 
 bool attention_rounds_query_8bit(const PagedKvView& kv) {

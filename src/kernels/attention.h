@@ -126,9 +126,9 @@ void attention_group_range_scalar(const PagedKvView& kv, int64_t begin, int64_t 
 Isa attention_isa();
 
 // Whether attention_isa()'s path has a kernel for tiled planes (kernels/kv_tiles.h) of these
-// types and head dim: AVX-512, q8_0 or q4_0 K and V, head_dim 64 (attention_tiled_avx512.cpp);
-// AVX2, q8_0 K and q8_0 V, head_dim 64 (attention_tiled_avx2.cpp). Other tiled views are read
-// through gathered rows (correct, but slower than the row layout).
+// types and head dim: q8_0 or q4_0 K and V (the same or mixed), head_dim 64, on both vector paths
+// (attention_tiled_avx512.cpp, attention_tiled_avx2.cpp). Other tiled views are read through
+// gathered rows (correct, but slower than the row layout).
 bool attention_has_tiled_kernel(KvElem k_type, KvElem v_type, int head_dim);
 
 // Where true (q8_0 or q4_0 K, head_dim 64 or 128, on either vector path), the scores are

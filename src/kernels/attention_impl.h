@@ -231,8 +231,8 @@ bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t 
                                                  float scale, float* states, int64_t hint_end);
 
 // attention_partial_heads over a tiled view on AVX2 (attention_tiled_avx2.cpp): where
-// attention_tiled_avx2_applies (q8_0 K and V, head_dim 64). Returns false (and writes nothing)
-// otherwise.
+// attention_tiled_avx2_applies (q8_0 or q4_0 K and V, head_dim 64). Returns false (and writes
+// nothing) otherwise.
 bool attention_tiled_avx2_applies(const PagedKvView& kv);
 bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                         int nheads, const float* q, int group, float scale, float* partials,

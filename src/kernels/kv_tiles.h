@@ -1,5 +1,5 @@
 // The tiled layout of a q8_0 or q4_0 K or V plane: what the tiled attention kernels read fastest
-// (attention_tiled_avx512.cpp; attention_tiled_avx2.cpp for q8_0 K and V).
+// (attention_tiled_avx512.cpp, attention_tiled_avx2.cpp).
 //
 // In the row layout (kvcache/kv_layout.h) a block plane is [block_size][num_kv_heads] rows, so
 // attention must gather each row's codes and scale and reduce across lanes per position. In the

@@ -267,28 +267,30 @@ TEST_P(TiledAttention, UnusedSlotsAreNeverUsed) {
   }
 }
 
-// The AVX2 tiled kernel takes q8_0 K with q8_0 V at head_dim 64 and declines every other tiled
-// view (those are read through gathered rows); where it runs, the AVX2 path's states are its own.
-TEST(TiledAttentionAvx2, RunsForQ8_0PlanesOnly) {
+// The AVX2 tiled kernel takes every pair of q8_0 / q4_0 planes at head_dim 64 and declines other
+// views (head_dim 128 tiled, or planes in rows: those take the other paths); where it runs, the
+// AVX2 path's states are its own.
+TEST(TiledAttentionAvx2, RunsForTiledPlanesOfHeadDim64) {
   attention_pin_isa(Isa::kAvx2);
-  const int hd = 64, nh = 3, group = 3;
+  const int nh = 3, group = 3;
   const int64_t end = 200;
-  for (const TypePair t : kTypePairs) {
-    Arena a(16, nh, hd, t.k, t.v, end, 11);
-    const TiledArena tiled(a);
-    const auto q = random_q(nh * group, hd, 12, 2.0f);
-    const size_t all = attention_partial_floats(group, hd) * size_t(nh);
-    std::vector<float> direct(all), path(all);
-    const bool ran = detail::attention_partial_heads_tiled_avx2(tiled.view(), 3, end, 0, nh, q.data(), group,
-                                                                0.125f, direct.data(), 0);
-    const bool q8 = t.k == KvElem::Q8_0 && t.v == KvElem::Q8_0;
-    EXPECT_EQ(ran, q8) << name(t.k) << "/" << name(t.v);
-    EXPECT_EQ(attention_has_tiled_kernel(t.k, t.v, hd), q8);
-    EXPECT_FALSE(attention_has_tiled_kernel(t.k, t.v, 128));
-    if (!ran) continue;
-    attention_partial_heads(tiled.view(), 3, end, 0, nh, q.data(), group, 0.125f, path.data());
-    EXPECT_EQ(0, std::memcmp(direct.data(), path.data(), all * sizeof(float)));
-  }
+  for (const TypePair t : kTypePairs)
+    for (int hd : {64, 128}) {
+      Arena a(16, nh, hd, t.k, t.v, end, 11);
+      const TiledArena tiled(a);
+      const auto q = random_q(nh * group, hd, 12, 2.0f);
+      const size_t all = attention_partial_floats(group, hd) * size_t(nh);
+      std::vector<float> direct(all), path(all);
+      const bool ran = detail::attention_partial_heads_tiled_avx2(tiled.view(), 3, end, 0, nh, q.data(),
+                                                                  group, 0.125f, direct.data(), 0);
+      EXPECT_EQ(ran, hd == 64) << name(t.k) << "/" << name(t.v) << " hd " << hd;
+      EXPECT_EQ(attention_has_tiled_kernel(t.k, t.v, hd), hd == 64);
+      EXPECT_FALSE(detail::attention_partial_heads_tiled_avx2(a.view(), 3, end, 0, nh, q.data(), group,
+                                                              0.125f, direct.data(), 0));
+      if (!ran) continue;
+      attention_partial_heads(tiled.view(), 3, end, 0, nh, q.data(), group, 0.125f, path.data());
+      EXPECT_EQ(0, std::memcmp(direct.data(), path.data(), all * sizeof(float)));
+    }
   attention_pin_isa(Isa::kScalar);
 }
 

@@ -162,8 +162,8 @@ TEST(BatchedDecode, EqualsEachSequenceAloneTiled) {
 }
 
 // The engine tiles a q8_0 / q4_0 cache only where a tiled kernel runs (attention_has_tiled_kernel:
-// head_dim 64, AVX-512 for every pair of q8_0 / q4_0, AVX2 for q8_0 K and V), blocks of a multiple
-// of 16 (elsewhere tiled planes would be read through gathered rows).
+// head_dim 64, both vector paths), blocks of a multiple of 16 (elsewhere tiled planes would be
+// read through gathered rows).
 TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   KvLayout l;
   l.num_layers = 2;
@@ -173,13 +173,13 @@ TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   l.set_dtype(KvDType::Q8_0);
   const char* off = std::getenv("KVSERVE_KV_TILES");
   const bool allowed = off == nullptr || std::string(off) != "0";
-  // q8_0 K and V: both vector paths have a tiled kernel; q4_0 in either plane: AVX-512's only.
+  // q8_0 / q4_0 K and V, the same or mixed: both vector paths have a tiled kernel.
   EXPECT_EQ(kv_tiles_preferred(l), allowed);
   KvLayout other = l;
   other.set_dtype(KvDType::Q4_0);
-  EXPECT_EQ(kv_tiles_preferred(other), allowed && attention_isa() == Isa::kAvx512);
+  EXPECT_EQ(kv_tiles_preferred(other), allowed);
   other.k_dtype = KvDType::Q8_0;
-  EXPECT_EQ(kv_tiles_preferred(other), allowed && attention_isa() == Isa::kAvx512);
+  EXPECT_EQ(kv_tiles_preferred(other), allowed);
   other = l;
   other.head_dim = 128;
   EXPECT_FALSE(kv_tiles_preferred(other));
@@ -189,11 +189,11 @@ TEST(KvTilesPreferred, OnlyWhereTheTiledKernelRuns) {
   other = l;
   other.set_dtype(KvDType::F16);
   EXPECT_FALSE(kv_tiles_preferred(other));
-  attention_pin_isa(Isa::kAvx2);  // the AVX2 path: q8_0 K and V only
+  attention_pin_isa(Isa::kAvx2);  // the AVX2 path alike
   EXPECT_EQ(kv_tiles_preferred(l), allowed);
   other = l;
   other.v_dtype = KvDType::Q4_0;
-  EXPECT_FALSE(kv_tiles_preferred(other));
+  EXPECT_EQ(kv_tiles_preferred(other), allowed);
   attention_pin_isa(Isa::kScalar);
 }
 
