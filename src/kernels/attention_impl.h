@@ -193,6 +193,26 @@ static inline void reset_partials(float* partials, int nheads, int group, int hd
     std::fill(part + 2 * group, part + pf, 0.0f);
   }
 }
+// run(K4, V4, kL1) with each a std::integral_constant<bool>: whether kv's K and V planes are q4_0
+// (else q8_0) and attention_l1_hints(), for a tiled kernel templated on them.
+template <typename Run>
+static inline void with_tiled_kernel_params(const PagedKvView& kv, Run&& run) {
+  auto with_l1 = [&](auto k4, auto v4) {
+    if (attention_l1_hints())
+      run(k4, v4, std::true_type{});
+    else
+      run(k4, v4, std::false_type{});
+  };
+  const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
+  if (k4 && v4)
+    with_l1(std::true_type{}, std::true_type{});
+  else if (k4)
+    with_l1(std::true_type{}, std::false_type{});
+  else if (v4)
+    with_l1(std::false_type{}, std::true_type{});
+  else
+    with_l1(std::false_type{}, std::false_type{});
+}
 // range(cb, ce, states) for [begin, end) whole into states, or with `chunked` for each of its
 // attention chunks c into states + c * nheads * pf (attention_partial_heads_chunks' layout).
 template <typename Range>

@@ -439,25 +439,10 @@ bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_
   static const bool sizes_agree = kTileHeadBytes<false> == kv_tile_head_bytes(KvElem::Q8_0, kHd) &&
                                   kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
   KVS_ASSERT(sizes_agree, "tiled AVX2 attention kernel and kv_tiles.h disagree on a tile's size");
-  const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
-  auto run = [&](auto k4c, auto v4c, auto l1) {
-    attend_tiled<decltype(k4c)::value, decltype(v4c)::value, decltype(l1)::value>(
+  with_tiled_kernel_params(kv, [&](auto k4, auto v4, auto l1) {
+    attend_tiled<decltype(k4)::value, decltype(v4)::value, decltype(l1)::value>(
         kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
-  };
-  auto with_l1 = [&](auto k4c, auto v4c) {
-    if (attention_l1_hints())
-      run(k4c, v4c, std::true_type{});
-    else
-      run(k4c, v4c, std::false_type{});
-  };
-  if (k4 && v4)
-    with_l1(std::true_type{}, std::true_type{});
-  else if (k4)
-    with_l1(std::true_type{}, std::false_type{});
-  else if (v4)
-    with_l1(std::false_type{}, std::true_type{});
-  else
-    with_l1(std::false_type{}, std::false_type{});
+  });
   return true;
 }
 

@@ -492,26 +492,10 @@ bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_
   static const bool sizes_agree = kTileHeadBytes<false> == kv_tile_head_bytes(KvElem::Q8_0, kHd) &&
                                   kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
   KVS_ASSERT(sizes_agree, "tiled attention kernel and kv_tiles.h disagree on a tile's size");
-  const bool k4 = kv.k_type == KvElem::Q4_0, v4 = kv.v_type == KvElem::Q4_0;
-  auto run = [&](auto l1) {
-    constexpr bool kL1 = decltype(l1)::value;
-    if (k4 && v4)
-      attend_tiled<true, true, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
-                                    chunked);
-    else if (k4)
-      attend_tiled<true, false, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
-                                     chunked);
-    else if (v4)
-      attend_tiled<false, true, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
-                                     chunked);
-    else
-      attend_tiled<false, false, kL1>(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end,
-                                      chunked);
-  };
-  if (attention_l1_hints())
-    run(std::true_type{});
-  else
-    run(std::false_type{});
+  with_tiled_kernel_params(kv, [&](auto k4, auto v4, auto l1) {
+    attend_tiled<decltype(k4)::value, decltype(v4)::value, decltype(l1)::value>(
+        kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
+  });
   return true;
 }
 
