@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/kv_tiles.h"
+#include "util/status.h"
 
 namespace kvserve::detail {
 
@@ -193,10 +195,19 @@ static inline void reset_partials(float* partials, int nheads, int group, int hd
     std::fill(part + 2 * group, part + pf, 0.0f);
   }
 }
-// run(K4, V4, kL1) with each a std::integral_constant<bool>: whether kv's K and V planes are q4_0
-// (else q8_0) and attention_l1_hints(), for a tiled kernel templated on them.
-template <typename Run>
-static inline void with_tiled_kernel_params(const PagedKvView& kv, Run&& run) {
+// Both tiled kernels' entry: false (nothing written) unless kv is tiled with head_dim
+// kKvTiledKernelHeadDim in planes kv_tiles_supported takes; else run(K4, V4, kL1), each a
+// std::integral_constant<bool>: whether K and V are q4_0 (else q8_0) and attention_l1_hints(), and
+// true. kQ8Bytes / kQ4Bytes: the kernel's compile-time tile-head sizes, checked once per process
+// against kv_tiles.h's.
+template <size_t kQ8Bytes, size_t kQ4Bytes, typename Run>
+static inline bool run_tiled_kernel(const PagedKvView& kv, Run&& run) {
+  if (!kv.tiled || kv.head_dim != kKvTiledKernelHeadDim ||
+      !kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size))
+    return false;
+  static const bool sizes_agree = kQ8Bytes == kv_tile_head_bytes(KvElem::Q8_0, kKvTiledKernelHeadDim) &&
+                                  kQ4Bytes == kv_tile_head_bytes(KvElem::Q4_0, kKvTiledKernelHeadDim);
+  KVS_ASSERT(sizes_agree, "a tiled attention kernel and kv_tiles.h disagree on a tile's size");
   auto with_l1 = [&](auto k4, auto v4) {
     if (attention_l1_hints())
       run(k4, v4, std::true_type{});
@@ -212,6 +223,7 @@ static inline void with_tiled_kernel_params(const PagedKvView& kv, Run&& run) {
     with_l1(std::false_type{}, std::true_type{});
   else
     with_l1(std::false_type{}, std::false_type{});
+  return true;
 }
 // range(cb, ce, states) for [begin, end) whole into states, or with `chunked` for each of its
 // attention chunks c into states + c * nheads * pf (attention_partial_heads_chunks' layout).
@@ -250,10 +262,9 @@ bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t 
                                                  int kv_head0, int nheads, const float* q, int group,
                                                  float scale, float* states, int64_t hint_end);
 
-// attention_partial_heads over a tiled view on AVX2 (attention_tiled_avx2.cpp): where
-// attention_tiled_avx2_applies (q8_0 or q4_0 K and V, head_dim 64). Returns false (and writes
-// nothing) otherwise.
-bool attention_tiled_avx2_applies(const PagedKvView& kv);
+// attention_partial_heads over a tiled view on AVX2 (attention_tiled_avx2.cpp): the same views as
+// the AVX-512 kernel (q8_0 or q4_0 K and V, head_dim 64). Returns false (and writes nothing)
+// otherwise.
 bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                         int nheads, const float* q, int group, float scale, float* partials,
                                         int64_t hint_end);

@@ -435,23 +435,13 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
 bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                       const float* q, int group, float scale, float* partials, int64_t hint_end,
                       bool chunked) {
-  if (!attention_tiled_avx2_applies(kv)) return false;
-  static const bool sizes_agree = kTileHeadBytes<false> == kv_tile_head_bytes(KvElem::Q8_0, kHd) &&
-                                  kTileHeadBytes<true> == kv_tile_head_bytes(KvElem::Q4_0, kHd);
-  KVS_ASSERT(sizes_agree, "tiled AVX2 attention kernel and kv_tiles.h disagree on a tile's size");
-  with_tiled_kernel_params(kv, [&](auto k4, auto v4, auto l1) {
+  return run_tiled_kernel<kTileHeadBytes<false>, kTileHeadBytes<true>>(kv, [&](auto k4, auto v4, auto l1) {
     attend_tiled<decltype(k4)::value, decltype(v4)::value, decltype(l1)::value>(
         kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
   });
-  return true;
 }
 
 }  // namespace
-
-bool attention_tiled_avx2_applies(const PagedKvView& kv) {
-  return kv.tiled && kv.head_dim == kHd &&
-         kv_tiles_supported(kv.k_type, kv.v_type, kv.head_dim, kv.block_size);
-}
 
 bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                         int nheads, const float* q, int group, float scale, float* partials,
