@@ -61,16 +61,24 @@ inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):
 // s[k] (8 int32 lanes, one per weight row of the half). hint(j) runs once per code vector j (0..7),
 // for the caller's spread stream hints.
+// Every loop over code vectors, halves and activation rows is unrolled (the pragmas; the block
+// loop is not): GCC left the non-VNNI Q4_0 / Q5_0 loops rolled, with the int16 pair sums and the
+// accumulators on the stack, and one activation row streamed 9-11 GB/s per core instead of ~30-35
+// (BM_matmul/{2,6}/1/1 with KVSERVE_KERNELS=avx2 on the Zen 5 VM; smollm-135m Q4_K_M, mostly
+// Q5_0, decoded ~2.3x faster with the AVX2 table; docs/benchmarks.md "Unrolled AVX2 legacy GEMV").
 template <typename F, int NC, bool kVnni, typename Hint>
 inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActRow* a, int64_t b,
                        __m256i s[NC], Hint&& hint) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (F::kBias == 128) {  // Q8_0: signed codes, |q| against x * sign(q)
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) s[k] = _mm256_setzero_si256();
+#pragma GCC unroll 16
     for (int j = 0; j < 8; ++j) {
       hint(j);
       const __m256i v = code_vector(F{}, cb, hb, h, j);
       const __m256i u = _mm256_sign_epi8(v, v);
+#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k) {
         const __m256i x = _mm256_sign_epi8(broadcast4(a[k].q + b * kQK + 4 * j), v);
         if constexpr (kVnni) {
@@ -81,25 +89,33 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
       }
     }
   } else if constexpr (kVnni) {  // unsigned codes straight into vpdpbusd
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
+#pragma GCC unroll 16
     for (int j = 0; j < 8; ++j) {
       hint(j);
       const __m256i v = code_vector(F{}, cb, hb, h, j);
+#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k)
         s[k] = _mm256_dpbusd_avx_epi32(s[k], v, broadcast4(a[k].q + b * kQK + 4 * j));
     }
   } else {  // unsigned codes <= 31: four pair sums add in int16
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
+#pragma GCC unroll 16
     for (int j0 = 0; j0 < 8; j0 += 4) {
       __m256i p[NC] = {};  // (set at j0: the initializer only quiets -Wmaybe-uninitialized)
+#pragma GCC unroll 16
       for (int j = j0; j < j0 + 4; ++j) {
         hint(j);
         const __m256i v = code_vector(F{}, cb, hb, h, j);
+#pragma GCC unroll 16
         for (int k = 0; k < NC; ++k) {
           const __m256i m = _mm256_maddubs_epi16(v, broadcast4(a[k].q + b * kQK + 4 * j));
           p[k] = j == j0 ? m : _mm256_add_epi16(p[k], m);
         }
       }
+#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k) s[k] = _mm256_add_epi32(s[k], _mm256_madd_epi16(p[k], ones));
     }
   }
@@ -111,13 +127,16 @@ template <typename F, int NC, int H, bool kVnni>
 void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float* y, size_t ys) {
   using L = GroupLayout<F>;
   __m256 acc[H][NC];
+#pragma GCC unroll 16
   for (int h = 0; h < H; ++h)
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) acc[h][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     // The pass that streams the group from memory hints it ahead, one line per code vector of
     // the first half (GroupLayout::hint_line: spread, not at once).
     const int hint_lines = h0 == 0 ? L::hint_lines(nb, b) : 0;
     for (int j = 8; j < hint_lines; ++j) L::template hint_line<kAvx2HintAhead>(w, nb, b, j);
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h) {
       __m256i s[NC];
       block_sums<F, NC, kVnni>(L::codes(w, nb, b), L::high(w, nb, b), h0 + h, a, b, s, [&](int j) {
@@ -125,12 +144,15 @@ void halves_tile(int64_t nb, const uint8_t* w, int h0, const Q8ActRow* a, float*
       });
       const __m256 dw = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::scales(w, nb, b) + 16 * size_t(h0 + h))));
+#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k)
         acc[h][k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a[k].dx[b])), _mm256_cvtepi32_ps(s[k]),
                                     acc[h][k]);
     }
   }
+#pragma GCC unroll 16
   for (int h = 0; h < H; ++h)
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) _mm256_storeu_ps(y + size_t(k) * ys + 8 * h, acc[h][k]);
 }
 
