@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "kernels/matmul.h"
+#include "kernels/vec_dot.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "model_test_util.h"
@@ -76,6 +78,10 @@ TEST(ModelFile, TiedEmbeddingRowsComeFromThePackedOutput) {
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
+  // A table without a packed layout for q8_0 (KVSERVE_KERNELS=scalar) keeps the file's rows, so
+  // the embedding rows are copied as without repacking: nothing of this test's subject to check.
+  if (packed_weight_bytes(active_kernels(), (*m)->weights().output) == 0)
+    GTEST_SKIP() << "the kernel table in use (" << active_kernels().name << ") packs no q8_0";
   const size_t embd_bytes = (*m)->weights().tok_embd.row_bytes * 32000;
   EXPECT_EQ((*plain)->copied_bytes() >= embd_bytes, true);
   EXPECT_LT((*m)->copied_bytes(), embd_bytes);
