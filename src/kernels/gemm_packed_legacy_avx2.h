@@ -61,11 +61,13 @@ inline __m256i code_vector(PackQ5_0, const uint8_t* codes, const uint8_t* high, 
 // The exact integer sums of block b for NC activation rows against half h of its codes (cb, hb):
 // s[k] (8 int32 lanes, one per weight row of the half). hint(j) runs once per code vector j (0..7),
 // for the caller's spread stream hints.
-// Every loop over code vectors, halves and activation rows is unrolled (the pragmas; the block
-// loop is not): GCC left the non-VNNI Q4_0 / Q5_0 loops rolled, with the int16 pair sums and the
-// accumulators on the stack, and one activation row streamed 9-11 GB/s per core instead of ~30-35
-// (BM_matmul/{2,6}/1/1 with KVSERVE_KERNELS=avx2 on the Zen 5 VM; smollm-135m Q4_K_M, mostly
-// Q5_0, decoded ~2.3x faster with the AVX2 table; docs/benchmarks.md "Unrolled AVX2 legacy GEMV").
+// The loops over code vectors, halves and activation rows are unrolled by pragma (not the block
+// loop, nor the VNNI branch's, which GCC unrolls well by itself: pragmas there made Q5_0 at 8-64
+// rows ~5% slower): GCC left the non-VNNI Q4_0 / Q5_0 loops rolled, with the int16 pair sums and
+// the accumulators on the stack, and one activation row streamed 9-11 GB/s per core instead of
+// ~30-35 (BM_matmul/{2,6}/1/1 with KVSERVE_KERNELS=avx2 on the Zen 5 VM; smollm-135m Q4_K_M,
+// mostly Q5_0, decoded ~2.3x faster with the AVX2 table; docs/benchmarks.md "Unrolled AVX2
+// legacy GEMV").
 template <typename F, int NC, bool kVnni, typename Hint>
 inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActRow* a, int64_t b,
                        __m256i s[NC], Hint&& hint) {
@@ -89,13 +91,10 @@ inline void block_sums(const uint8_t* cb, const uint8_t* hb, int h, const Q8ActR
       }
     }
   } else if constexpr (kVnni) {  // unsigned codes straight into vpdpbusd
-#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) s[k] = _mm256_set1_epi32(-F::kBias * a[k].sum[b]);
-#pragma GCC unroll 16
     for (int j = 0; j < 8; ++j) {
       hint(j);
       const __m256i v = code_vector(F{}, cb, hb, h, j);
-#pragma GCC unroll 16
       for (int k = 0; k < NC; ++k)
         s[k] = _mm256_dpbusd_avx_epi32(s[k], v, broadcast4(a[k].q + b * kQK + 4 * j));
     }
