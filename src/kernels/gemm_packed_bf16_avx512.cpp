@@ -66,9 +66,11 @@ inline __m512 dot_pair(__m512 acc, __m512i w, uint32_t x) {
 }
 
 // One group (w) times NC activation rows x[k] (pairs of bf16 as uint32): y[k * ys + r].
+// (The pragmas: see group_tile in gemm_packed_float_avx512.cpp.)
 template <int NC, bool kSingleRowHints>
 void group_tile(int64_t pairs, const uint8_t* w, const uint32_t* const* x, float* y, size_t ys) {
   __m512 a0[NC], a1[NC];
+#pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) a0[k] = a1[k] = _mm512_setzero_ps();
   int64_t p = 0;
   for (; p + 2 <= pairs; p += 2) {
@@ -79,6 +81,7 @@ void group_tile(int64_t pairs, const uint8_t* w, const uint32_t* const* x, float
       hint_weights(at + kWeightHintBytes + 64);
     }
     const __m512i w0 = _mm512_loadu_si512(at), w1 = _mm512_loadu_si512(at + kPairBytes);
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) {
       a0[k] = dot_pair(a0[k], w0, x[k][p]);
       a1[k] = dot_pair(a1[k], w1, x[k][p + 1]);
@@ -86,8 +89,10 @@ void group_tile(int64_t pairs, const uint8_t* w, const uint32_t* const* x, float
   }
   if (p < pairs) {
     const __m512i w0 = _mm512_loadu_si512(w + size_t(p) * kPairBytes);
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) a0[k] = dot_pair(a0[k], w0, x[k][p]);
   }
+#pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, _mm512_add_ps(a0[k], a1[k]));
 }
 
@@ -99,6 +104,7 @@ void gemm(int64_t cols, const void* w, size_t gb, int64_t ng, const void* x, siz
   for_each_tile<kMaxTileCols>(x, xs, nx, y, ys, [&](auto width, const uint8_t* const* rows, float* yk) {
     constexpr int NC = decltype(width)::value;
     const uint32_t* xr[NC];
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) xr[k] = reinterpret_cast<const uint32_t*>(rows[k]);
     for (int64_t g = 0; g < ng; ++g)
       group_tile<NC, kSingleRowHints>(pairs, wb + size_t(g) * gb, xr, yk + g * kRows, ys);

@@ -49,10 +49,16 @@ struct PackF32 {
 };
 
 // One group (w) times NC activation rows x[k] (f32): y[k * ys + r].
+// The loops over activation rows are unrolled by pragma: without it GCC kept a0/a1 in memory as
+// well (zeroed by `rep stos`) and stored all 2 * NC accumulators back every column pair, which
+// made 4-64 rows 2-2.6x slower (BM_matmul/{0,1,30}/{4,8,64}/1 on the Zen 5 VM; smollm-135m F16
+// prefill 512 and batch-8 decode ~2x faster with it, docs/benchmarks.md "Unrolled AVX-512 float
+// GEMM"). gemm_packed_bf16_avx512.cpp's kernel had the same trouble and the same cure.
 template <typename F, int NC, bool kSingleRowHints>
 void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y, size_t ys) {
   constexpr size_t kStep = kRows * sizeof(typename F::Elem);  // bytes per column of the group
   __m512 a0[NC], a1[NC];
+#pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) a0[k] = a1[k] = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c + 2 <= cols; c += 2) {
@@ -69,6 +75,7 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
       if constexpr (kStep == 64) hint_weights(p + kWeightHintBytes + 64);
     }
     const __m512 w0 = F::load(p), w1 = F::load(p + kStep);
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) {
       a0[k] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k][c]), a0[k]);
       a1[k] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[k][c + 1]), a1[k]);
@@ -76,8 +83,10 @@ void group_tile(int64_t cols, const uint8_t* w, const float* const* x, float* y,
   }
   if (c < cols) {
     const __m512 w0 = F::load(w + size_t(c) * kStep);
+#pragma GCC unroll 16
     for (int k = 0; k < NC; ++k) a0[k] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k][c]), a0[k]);
   }
+#pragma GCC unroll 16
   for (int k = 0; k < NC; ++k) _mm512_storeu_ps(y + size_t(k) * ys, _mm512_add_ps(a0[k], a1[k]));
 }
 
