@@ -319,15 +319,24 @@ void attention_round_query(const float* q, int n, float* out, int code_max) {
   }
 }
 
+namespace {
+
+// The tiled kernel of the vector path in use (attention_impl.h); false where it does not apply.
+bool tiled_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads, const float* q,
+                 int group, float scale, float* out, int64_t hint_end, bool chunked) {
+  return attention_isa() == Isa::kAvx512
+             ? detail::attention_tiled_heads_avx512(kv, begin, end, kv_head0, nheads, q, group, scale, out,
+                                                    hint_end, chunked)
+             : detail::attention_tiled_heads_avx2(kv, begin, end, kv_head0, nheads, q, group, scale, out,
+                                                  hint_end, chunked);
+}
+
+}  // namespace
+
 void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                              const float* q, int group, float scale, float* partials, int64_t hint_end) {
   if (kv.tiled) {
-    if (attention_isa() == Isa::kAvx512
-            ? detail::attention_partial_heads_tiled_avx512(kv, begin, end, kv_head0, nheads, q, group, scale,
-                                                           partials, hint_end)
-            : detail::attention_partial_heads_tiled_avx2(kv, begin, end, kv_head0, nheads, q, group, scale,
-                                                         partials, hint_end))
-      return;
+    if (tiled_heads(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, false)) return;
     attention_partial_heads(tiled_as_rows(kv, begin, end), begin, end, kv_head0, nheads, q, group, scale, partials);
     return;
   }
@@ -343,11 +352,7 @@ void attention_partial_heads(const PagedKvView& kv, int64_t begin, int64_t end, 
 void attention_partial_heads_chunks(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
                                     int nheads, const float* q, int group, float scale, float* states,
                                     int64_t hint_end) {
-  if (kv.tiled && (attention_isa() == Isa::kAvx512
-                       ? detail::attention_partial_heads_chunks_tiled_avx512(
-                             kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end)
-                       : detail::attention_partial_heads_chunks_tiled_avx2(
-                             kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end)))
+  if (kv.tiled && tiled_heads(kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end, true))
     return;
   const size_t all = attention_partial_floats(group, kv.head_dim) * size_t(nheads);
   const int64_t chunks = attention_num_chunks(begin, end);

@@ -251,26 +251,15 @@ bool attention_partial_heads_avx2(const PagedKvView& kv, int64_t begin, int64_t 
 bool attention_partial_heads_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
                                     const float* q, int group, float scale, float* partials);
 
-// attention_partial_heads over a tiled view (kernels/kv_tiles.h, attention_tiled_avx512.cpp) on
-// AVX-512 VNNI: head_dim 64 only (hint_end as attention_partial_heads's). Returns false (and
-// writes nothing) otherwise.
-bool attention_partial_heads_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                          int nheads, const float* q, int group, float scale, float* partials,
-                                          int64_t hint_end);
-// attention_partial_heads_chunks's contract on the same views (the same conditions).
-bool attention_partial_heads_chunks_tiled_avx512(const PagedKvView& kv, int64_t begin, int64_t end,
-                                                 int kv_head0, int nheads, const float* q, int group,
-                                                 float scale, float* states, int64_t hint_end);
-
-// attention_partial_heads over a tiled view on AVX2 (attention_tiled_avx2.cpp): the same views as
-// the AVX-512 kernel (q8_0 or q4_0 K and V, head_dim 64). Returns false (and writes nothing)
-// otherwise.
-bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                        int nheads, const float* q, int group, float scale, float* partials,
-                                        int64_t hint_end);
-// attention_partial_heads_chunks's contract on the same views.
-bool attention_partial_heads_chunks_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end,
-                                               int kv_head0, int nheads, const float* q, int group,
-                                               float scale, float* states, int64_t hint_end);
+// The tiled kernels (kernels/kv_tiles.h) for head_dim 64 and q8_0 or q4_0 K and V, on AVX-512 VNNI
+// (attention_tiled_avx512.cpp) and on AVX2 (attention_tiled_avx2.cpp): attention_partial_heads's
+// contract into `out` (hint_end as its), or with `chunked` attention_partial_heads_chunks's.
+// Return false (and write nothing) for any other view.
+bool attention_tiled_heads_avx512(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                  const float* q, int group, float scale, float* out, int64_t hint_end,
+                                  bool chunked);
+bool attention_tiled_heads_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                const float* q, int group, float scale, float* out, int64_t hint_end,
+                                bool chunked);
 
 }  // namespace kvserve::detail

@@ -432,27 +432,15 @@ void attend_tiled(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head
       });
 }
 
-bool attend_tiled_any(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
-                      const float* q, int group, float scale, float* partials, int64_t hint_end,
-                      bool chunked) {
-  return run_tiled_kernel<kTileHeadBytes<false>, kTileHeadBytes<true>>(kv, [&](auto k4, auto v4, auto l1) {
-    attend_tiled<decltype(k4)::value, decltype(v4)::value, decltype(l1)::value>(
-        kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, chunked);
-  });
-}
-
 }  // namespace
 
-bool attention_partial_heads_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0,
-                                        int nheads, const float* q, int group, float scale, float* partials,
-                                        int64_t hint_end) {
-  return attend_tiled_any(kv, begin, end, kv_head0, nheads, q, group, scale, partials, hint_end, false);
-}
-
-bool attention_partial_heads_chunks_tiled_avx2(const PagedKvView& kv, int64_t begin, int64_t end,
-                                               int kv_head0, int nheads, const float* q, int group,
-                                               float scale, float* states, int64_t hint_end) {
-  return attend_tiled_any(kv, begin, end, kv_head0, nheads, q, group, scale, states, hint_end, true);
+bool attention_tiled_heads_avx2(const PagedKvView& kv, int64_t begin, int64_t end, int kv_head0, int nheads,
+                                const float* q, int group, float scale, float* out, int64_t hint_end,
+                                bool chunked) {
+  return run_tiled_kernel<kTileHeadBytes<false>, kTileHeadBytes<true>>(kv, [&](auto k4, auto v4, auto l1) {
+    attend_tiled<decltype(k4)::value, decltype(v4)::value, decltype(l1)::value>(
+        kv, begin, end, kv_head0, nheads, q, group, scale, out, hint_end, chunked);
+  });
 }
 
 }  // namespace kvserve::detail

@@ -281,12 +281,12 @@ TEST(TiledAttentionAvx2, RunsForTiledPlanesOfHeadDim64) {
       const auto q = random_q(nh * group, hd, 12, 2.0f);
       const size_t all = attention_partial_floats(group, hd) * size_t(nh);
       std::vector<float> direct(all), path(all);
-      const bool ran = detail::attention_partial_heads_tiled_avx2(tiled.view(), 3, end, 0, nh, q.data(),
-                                                                  group, 0.125f, direct.data(), 0);
+      const bool ran = detail::attention_tiled_heads_avx2(tiled.view(), 3, end, 0, nh, q.data(), group,
+                                                          0.125f, direct.data(), 0, false);
       EXPECT_EQ(ran, hd == 64) << name(t.k) << "/" << name(t.v) << " hd " << hd;
       EXPECT_EQ(attention_has_tiled_kernel(t.k, t.v, hd), hd == 64);
-      EXPECT_FALSE(detail::attention_partial_heads_tiled_avx2(a.view(), 3, end, 0, nh, q.data(), group,
-                                                              0.125f, direct.data(), 0));
+      EXPECT_FALSE(detail::attention_tiled_heads_avx2(a.view(), 3, end, 0, nh, q.data(), group, 0.125f,
+                                                      direct.data(), 0, false));
       if (!ran) continue;
       attention_partial_heads(tiled.view(), 3, end, 0, nh, q.data(), group, 0.125f, path.data());
       EXPECT_EQ(0, std::memcmp(direct.data(), path.data(), all * sizeof(float)));
